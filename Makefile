@@ -1,0 +1,34 @@
+# Two commands do all the set-up:  `make lab`  and  `make test`.
+# Both create .venv on first use, install the package there, and are quick afterwards.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: lab test install release benchmarks clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+# Reinstall only when the package metadata changes.
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --upgrade pip
+	$(BIN)/python -m pip install -e ".[dev,pretrained]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+lab: $(STAMP)  ## open the student notebooks in JupyterLab
+	$(BIN)/jupyter lab --notebook-dir=notebooks
+
+test: $(STAMP)  ## run the whole test suite
+	$(BIN)/python -m pytest
+
+release: $(STAMP)  ## regenerate notebooks/ from solutions/ with nbgrader
+	$(BIN)/tlab release
+
+benchmarks: $(STAMP)  ## run every benchmark script
+	for f in benchmarks/bench_*.py; do $(BIN)/python $$f || exit 1; done
+
+clean:
+	rm -rf $(VENV) .pytest_cache
