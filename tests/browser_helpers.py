@@ -1,0 +1,154 @@
+"""Helpers for the real-browser test: Chromium, a throwaway JupyterLab, and the notebook to open."""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import nbformat
+
+ROOT = Path(__file__).resolve().parents[1]
+STUDENT_NOTEBOOK = ROOT / "notebooks" / "01_self_attention" / "01_self_attention.ipynb"
+FIXTURE_NOTEBOOK = ROOT / "tests" / "fixtures" / "widgets_demo.ipynb"
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+# A cell that builds an explorer: `widgets.softmax_explorer(...)`, `softmax_explorer(...)`, ...
+EXPLORER_CALL = re.compile(r"\bwidgets\.\w+\s*\(|\b\w+_explorer\s*\(")
+
+
+def ensure_chromium() -> str | None:
+    """Install Debian's Chromium if it is missing; return None on success, else why it failed."""
+    if CHROMIUM.exists():
+        return None
+    if shutil.which("apt-get") is None:
+        return "apt-get is not available to install chromium"
+    for cmd in (["apt-get", "update"], ["apt-get", "install", "-y", "chromium", "chromium-driver"]):
+        env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+        try:
+            run = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env)
+        except (OSError, subprocess.TimeoutExpired) as err:
+            return f"`{' '.join(cmd)}` failed: {err}"
+        if run.returncode != 0:
+            return f"`{' '.join(cmd)}` failed with exit code {run.returncode}: {run.stderr.strip()[-300:]}"
+    return None if CHROMIUM.exists() else "chromium installed but /usr/bin/chromium is missing"
+
+
+def notebook_to_open() -> Path:
+    """``$TLAB_BROWSER_NOTEBOOK`` if set, else the student notebook of lesson 1 once it exists,
+    else the demo fixture."""
+    if os.environ.get("TLAB_BROWSER_NOTEBOOK"):
+        return Path(os.environ["TLAB_BROWSER_NOTEBOOK"])
+    return STUDENT_NOTEBOOK if STUDENT_NOTEBOOK.exists() else FIXTURE_NOTEBOOK
+
+
+def _is_graded_cell(cell: nbformat.NotebookNode) -> bool:
+    meta = cell.get("metadata", {}).get("nbgrader", {})
+    return bool(meta.get("solution") or meta.get("grade"))
+
+
+def _imports_something(source: str) -> bool:
+    """True if the cell has a top-level import (IPython magics are blanked before parsing)."""
+    code = "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in source.splitlines())
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return False
+    return any(isinstance(node, (ast.Import, ast.ImportFrom)) for node in tree.body)
+
+
+def explorer_notebook(source: Path, dest_dir: Path) -> tuple[Path, int, str]:
+    """Write a copy of ``source`` holding only its set-up cells and its first explorer cell.
+
+    Set-up cells are the code cells above the explorer cell that import something and are not
+    nbgrader answer or test cells (a student notebook's exercises are unsolved and would raise).
+
+    Returns:
+        (path of the copy, number of code cells in it, source of the explorer cell).
+    """
+    nb = nbformat.read(source, as_version=4)
+    code_cells = [c for c in nb.cells if c.cell_type == "code"]
+    explorer = next((c for c in code_cells if EXPLORER_CALL.search(c.source)), None)
+    if explorer is None:
+        raise LookupError(f"{source} has no cell that calls an explorer (pattern {EXPLORER_CALL.pattern}).")
+    setup = [c for c in code_cells[: code_cells.index(explorer)] if _imports_something(c.source) and not _is_graded_cell(c)]
+    copy = nbformat.v4.new_notebook()
+    copy.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    copy.cells = [nbformat.v4.new_code_cell(c.source) for c in [*setup, explorer]]
+    path = dest_dir / "explorer.ipynb"
+    nbformat.write(copy, path)
+    return path, len(copy.cells), explorer.source
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_lab(root_dir: Path, work_dir: Path, port: int, token: str, log_path: Path) -> subprocess.Popen:
+    """Start JupyterLab on 127.0.0.1:port, isolated from the user's settings; wait until it answers."""
+    settings = work_dir / "lab-settings"
+    (settings / "@jupyterlab" / "apputils-extension").mkdir(parents=True, exist_ok=True)
+    # No "receive Jupyter news?" toast over the notebook.
+    (settings / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings").write_text(
+        '{"fetchNews": "false", "checkForUpdates": false}'
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("NBGRADER_EXECUTION", "TLAB_GRADING")}
+    env.update(
+        PYTHONPATH=os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+        JUPYTER_RUNTIME_DIR=str(work_dir / "runtime"),
+        JUPYTERLAB_SETTINGS_DIR=str(settings),
+        JUPYTERLAB_WORKSPACES_DIR=str(work_dir / "workspaces"),
+    )
+    cmd = [
+        sys.executable, "-m", "jupyterlab",
+        "--no-browser", "--allow-root",
+        "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
+        f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root_dir}",
+    ]  # fmt: skip
+    log = open(log_path, "w")  # noqa: SIM115 (closed with the process by the caller's fixture)
+    proc = subprocess.Popen(cmd, cwd=work_dir, env=env, stdout=log, stderr=subprocess.STDOUT)
+    proc.log_file = log  # type: ignore[attr-defined]
+    url = f"http://127.0.0.1:{port}/api/status?token={token}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"JupyterLab exited with code {proc.returncode}; see {log_path}")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as r:
+                if r.status == 200:
+                    return proc
+        except OSError:
+            time.sleep(0.3)
+    stop(proc)
+    raise TimeoutError(f"JupyterLab did not answer on port {port} within 60 s; see {log_path}")
+
+
+def stop(proc: subprocess.Popen) -> None:
+    """Stop the server (and with it its kernels)."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)
+    log = getattr(proc, "log_file", None)
+    if log is not None:
+        log.close()

@@ -1,0 +1,284 @@
+"""Attention-map explorers: one head's weights over a sentence, and many heads side by side.
+
+The tokens get seeded random embeddings (a repeated word gets the same vector) and seeded random
+projections, so the patterns are not linguistic; they show the mechanics: every query row sums
+to one, identical tokens attend identically (no positions yet), a lower temperature or a missing
+1/sqrt(D) sharpens the rows, and H heads of width D = C / H each find their own pattern.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from transformer_lab.attention import SelfAttention, scaled_dot_product_attention
+from transformer_lab.heads import MultiHeadAttention
+from transformer_lab.widgets._inputs import check_embeddings, check_positive, check_tokens, seeded_embeddings
+from transformer_lab.widgets._placeholder import placeholder_if_grading
+
+__all__ = ["attention_explorer", "heads_explorer"]
+
+
+def _seeded_(linear: nn.Linear, gen: torch.Generator) -> None:
+    """Weights ~ N(0, 1/C_in), bias 0: unit-variance inputs give unit-variance projections,
+    so the scores are neither flat nor saturated before the sliders move them."""
+    with torch.no_grad():
+        linear.weight.copy_(torch.randn(linear.weight.shape, generator=gen) / math.sqrt(linear.in_features))
+        if linear.bias is not None:
+            linear.bias.zero_()
+
+
+def _inputs(
+    tokens: str | Sequence[str] | None, embeddings: Tensor | None, d_model: int, seed: int
+) -> tuple[list[str], Tensor]:
+    tokens = check_tokens(tokens)
+    if embeddings is None:
+        check_positive("d_model", d_model)
+        return tokens, seeded_embeddings(tokens, d_model, seed)
+    return tokens, check_embeddings(embeddings, tokens)
+
+
+def _heatmap(ax: Any, n_rows: int, n_cols: int, row_labels: list[str], col_labels: list[str]) -> Any:
+    """An empty (T, S) weight image with token labels: rows are queries, columns keys."""
+    im = ax.imshow(np.zeros((n_rows, n_cols)), cmap="Blues", vmin=0.0, vmax=1.0, aspect="auto", interpolation="nearest")
+    ax.set_xticks(range(n_cols), col_labels, rotation=45, ha="right")
+    ax.set_yticks(range(n_rows), row_labels)
+    ax.set_xlabel("key")
+    ax.set_ylabel("query")
+    return im
+
+
+def attention_explorer(
+    tokens: str | Sequence[str] | None = None,
+    embeddings: Tensor | None = None,
+    attention: SelfAttention | None = None,
+    d_model: int = 16,
+    seed: int = 0,
+) -> Any:
+    """A (T, S) attention heatmap, one query's weights and its output, with a score-scale slider.
+
+    Args:
+        tokens: the sequence, a string split on spaces or a list (default "the cat sat on the mat").
+        embeddings: optional (T, C) token vectors; default seeded random, one per distinct word.
+        attention: optional module with ``q_proj``, ``k_proj``, ``v_proj`` (e.g. a
+            :class:`~transformer_lab.SelfAttention`); default seeded random projections.
+        d_model: width C of the default embeddings.
+        seed: seed of the default embeddings and projections.
+    Returns:
+        An Explorer with controls ``query`` (index t) and ``scale`` (the factor on q . k:
+        1/sqrt(D) is standard, 1 unscaled, 1/D over-scaled); ``state()`` has ``weights`` (T, S),
+        ``q``, ``k``, ``v`` (T, D), ``output`` (T, D) and ``factor`` (the scores are
+        ``q @ k.T * factor``). Under grading, a placeholder.
+    """
+    tokens, x = _inputs(tokens, embeddings, d_model, seed)
+    C = x.shape[1]
+    if attention is None:
+        attention = SelfAttention(C, bias=False)
+        gen = torch.Generator().manual_seed(seed + 1)
+        for proj in (attention.q_proj, attention.k_proj, attention.v_proj):
+            _seeded_(proj, gen)
+    elif not all(hasattr(attention, p) for p in ("q_proj", "k_proj", "v_proj")):
+        raise TypeError(
+            f"attention must have q_proj, k_proj and v_proj (like SelfAttention), but received {type(attention).__name__}."
+        )
+    elif attention.q_proj.in_features != C:
+        raise ValueError(
+            f"attention must take inputs of width {C} like the embeddings, but its q_proj takes "
+            f"{attention.q_proj.in_features}."
+        )
+    if (placeholder := placeholder_if_grading("attention_explorer")) is not None:
+        return placeholder
+
+    from transformer_lab.widgets import _common as ui
+
+    with torch.no_grad():
+        q, k, v = attention.q_proj(x), attention.k_proj(x), attention.v_proj(x)  # (T, D) each
+    T, D = q.shape
+    positions = list(range(T))
+
+    fig, (ax_map, ax_row, ax_out) = ui.new_figure(3, figsize=(12, 3.6), width_ratios=[1, 1.1, 1.1])
+    view = ui.FigureView(fig)
+    im = _heatmap(ax_map, T, T, tokens, tokens)
+    ax_map.set_title("weights (each row sums to 1)")
+    row_box = ui.Rectangle((-0.5, -0.5), T, 1, fill=False, edgecolor=ui.ORANGE, lw=2.5)
+    ax_map.add_patch(row_box)
+    bars = ax_row.bar(positions, np.zeros(T), color=ui.BLUE)
+    ax_row.set_xticks(positions, tokens, rotation=45, ha="right")
+    ax_row.set_ylim(0, 1.12)
+    ax_row.axhline(1 / T, color=ui.GREY, ls="--", lw=1)
+    row_title = ax_row.set_title(" ")
+    labels = [ax_row.text(i, 0, "", ha="center", va="bottom", fontsize=8) for i in positions]
+    out_bars = ax_out.bar(range(D), np.zeros(D), color=ui.ORANGE)
+    bound = 1.1 * float(v.abs().max())  # an output is a weighted mean of value rows: it stays inside
+    ax_out.set_ylim(-bound, bound)
+    ax_out.axhline(0, color="black", lw=0.8)
+    ax_out.set_xticks(range(0, D, max(1, D // 8)))
+    ax_out.set_xlabel("feature")
+    ax_out.set_title("its output: Σ_s weight_s · v_s")
+    view.animate(im, row_box, list(bars), labels, row_title, list(out_bars))
+
+    controls = {
+        "query": ui.widgets.Dropdown(
+            options=[(f"{t}: {tok}", t) for t, tok in enumerate(tokens)], value=min(1, T - 1),
+            description="query", style=ui.STYLE,
+        ),
+        "scale": ui.widgets.SelectionSlider(
+            options=_scale_options(D), value=1 / math.sqrt(D), description="scores × ", style=ui.STYLE,
+            layout=ui.widgets.Layout(width="420px"),
+        ),
+    }
+
+    def update() -> tuple[dict[str, Any], str]:
+        t = controls["query"].value
+        factor = controls["scale"].value
+        # scaled_dot_product_attention divides by sqrt(D) itself; fold the chosen factor into q.
+        out, weights = scaled_dot_product_attention(q * (factor * math.sqrt(D)), k, v)  # (T, D), (T, S)
+        w = weights.numpy()
+        im.set_data(w)
+        row_box.set_y(t - 0.5)
+        ui.set_bar_heights(bars, w[t])
+        for i, (text, p) in enumerate(zip(labels, w[t])):
+            text.set_position((i, p + 0.01))
+            text.set_text(f"{p:.2f}")
+        row_title.set_text(f"query {t} '{tokens[t]}': its weights")
+        ui.set_bar_heights(out_bars, out[t].numpy())
+        best = int(w[t].argmax())
+        readout = (
+            f"query '{html.escape(tokens[t])}' puts {w[t, best]:.2f} of its weight on "
+            f"'{html.escape(tokens[best])}'; scores = q·k × {factor:.3g} "
+            f"(standard 1/√D = {1 / math.sqrt(D):.3g}, unscaled 1, over-scaled 1/D = {1 / D:.3g}; D = {D})."
+        )
+        state = {
+            "query": t,
+            "factor": factor,
+            "weights": w,
+            "q": q.numpy(),
+            "k": k.numpy(),
+            "v": v.numpy(),
+            "output": out.numpy(),
+            "tokens": list(tokens),
+        }
+        return state, readout
+
+    return ui.Explorer("Attention weights over a sentence", controls, view, update)
+
+
+def _scale_options(D: int) -> list[tuple[str, float]]:
+    """Score factors from 1/(2D) to 2, two per octave, with 1/D, 1/sqrt(D) and 1 exactly."""
+    special = {1 / D: "1/D (over-scaled)", 1 / math.sqrt(D): "1/√D (standard)", 1.0: "1 (unscaled)"}
+    grid = [2.0 ** (e / 2) for e in range(math.floor(2 * math.log2(1 / (2 * D))), 3)]
+    values = sorted(set(special) | {g for g in grid if all(abs(math.log(g / s)) > 0.1 for s in special)})
+    return [(special.get(f, f"{f:.3g}"), f) for f in values]
+
+
+def heads_explorer(
+    tokens: str | Sequence[str] | None = None,
+    embeddings: Tensor | None = None,
+    d_model: int = 16,
+    n_heads: int = 4,
+    seed: int = 0,
+) -> Any:
+    """Every head's (T, S) pattern from ``MultiHeadAttention(need_weights=True)`` as H changes.
+
+    All values of H share the same W_q, W_k, W_v, W_o (C, C): head h of H uses columns
+    h*D .. (h+1)*D - 1 with D = C / H, so changing H re-slices the same projections.
+
+    Args:
+        tokens: the sequence (default "the cat sat on the mat").
+        embeddings: optional (T, C) token vectors; default seeded random.
+        d_model: width C of the default embeddings.
+        n_heads: initial number of heads H (must divide C).
+        seed: seed of the embeddings and projections.
+    Returns:
+        An Explorer with controls ``n_heads`` and ``head``; ``state()`` has ``weights``
+        (H, T, S), ``output`` (T, C) and ``attention`` (the MultiHeadAttention used).
+        Under grading, a placeholder.
+    """
+    tokens, x = _inputs(tokens, embeddings, d_model, seed)
+    C = x.shape[1]
+    divisors = [h for h in range(1, C + 1) if C % h == 0]
+    if n_heads not in divisors:
+        raise ValueError(f"n_heads must divide the width C={C} (one of {divisors}), but received n_heads={n_heads}.")
+    if (placeholder := placeholder_if_grading("heads_explorer")) is not None:
+        return placeholder
+
+    from transformer_lab.widgets import _common as ui
+
+    base = MultiHeadAttention(C, 1)
+    gen = torch.Generator().manual_seed(seed + 1)
+    for proj in (base.q_proj, base.k_proj, base.v_proj, base.out_proj):
+        _seeded_(proj, gen)
+    modules: dict[int, MultiHeadAttention] = {}
+
+    def module_for(H: int) -> MultiHeadAttention:
+        if H not in modules:
+            modules[H] = MultiHeadAttention(C, H)
+            modules[H].load_state_dict(base.state_dict())  # same matrices, sliced into H heads
+        return modules[H]
+
+    T = len(tokens)
+    fig, (ax_head, ax_all) = ui.new_figure(2, figsize=(11, 3.6), width_ratios=[1, 2.2])
+    view = ui.FigureView(fig)
+    im_head = _heatmap(ax_head, T, T, tokens, tokens)
+    head_title = ax_head.set_title(" ")
+    cmap = im_head.get_cmap().with_extremes(bad="white")  # NaN columns separate the heads
+    # The mosaic always spans x in [0, 1], whatever H, so changing H is still a cheap blit;
+    # its head labels are text artists rather than ticks for the same reason.
+    im_all = ax_all.imshow(
+        np.zeros((T, T)), cmap=cmap, vmin=0.0, vmax=1.0, aspect="auto", interpolation="nearest", extent=(0, 1, T - 0.5, -0.5)
+    )
+    ax_all.set_xlim(0, 1)
+    ax_all.set_xticks([])
+    ax_all.set_yticks(range(T), tokens)
+    ax_all.set_title("all heads, side by side (keys within each block)")
+    box = ui.Rectangle((0, -0.5), 1, T, fill=False, edgecolor=ui.ORANGE, lw=2.5)
+    ax_all.add_patch(box)
+    head_labels = [
+        ax_all.text(0, -0.03, "", transform=ax_all.get_xaxis_transform(), ha="center", va="top", fontsize=9)
+        for _ in range(C)
+    ]
+    view.animate(im_head, head_title, im_all, box, head_labels)
+
+    controls = {
+        "n_heads": ui.widgets.SelectionSlider(
+            options=divisors, value=n_heads, description="heads H", style=ui.STYLE
+        ),
+        "head": ui.widgets.IntSlider(value=0, min=0, max=n_heads - 1, description="show head", style=ui.STYLE),
+    }
+    def update() -> tuple[dict[str, Any], str]:
+        H = controls["n_heads"].value
+        controls["head"].max = H - 1  # clamps the head index when H shrinks
+        h = controls["head"].value
+        mha = module_for(H)
+        with torch.no_grad():
+            out, weights = mha(x[None], need_weights=True)  # (1, T, C), (1, H, T, S)
+        w = weights[0].numpy()  # (H, T, S)
+        im_head.set_data(w[h])
+        head_title.set_text(f"head {h} of {H} (D = {C}/{H} = {C // H} features)")
+        # Mosaic: the H maps in a row with one NaN column between neighbours.
+        mosaic = np.full((T, H * (T + 1) - 1), np.nan)
+        for i in range(H):
+            mosaic[:, i * (T + 1) : i * (T + 1) + T] = w[i]
+        im_all.set_data(mosaic)
+        col = 1.0 / mosaic.shape[1]  # width of one key column in the mosaic's [0, 1] range
+        for i, label in enumerate(head_labels):
+            label.set_visible(i < H)
+            label.set_x((i * (T + 1) + T / 2) * col)
+            label.set_text(f"h{i}")
+        box.set_x(h * (T + 1) * col)
+        box.set_width(T * col)
+        n_params = sum(p.numel() for p in mha.parameters())
+        readout = (
+            f"H = {H} heads × D = {C // H} features = C = {C}; parameters: {n_params} for every H "
+            f"(4·C² + 4·C). Rows of every head sum to 1."
+        )
+        state = {"n_heads": H, "head": h, "weights": w, "output": out[0].numpy(), "attention": mha}
+        return state, readout
+
+    return ui.Explorer("Multi-head attention patterns", controls, view, update)
