@@ -115,3 +115,16 @@ def test_encoder_block_returns_attention_weights_on_request():
     out, w = block(x, mask=causal_mask(5), need_weights=True)
     assert out.shape == (1, 5, 8) and w.shape == (1, 2, 5, 5)
     torch.testing.assert_close(out, block(x, mask=causal_mask(5)), atol=0, rtol=0)
+
+
+def test_fused_layer_norm_and_causal_fast_path_match_the_explicit_path():
+    torch.manual_seed(5)
+    explicit = DecoderBlock(16, 4, 32, cross_attention=False, fused=False).eval()
+    fused = DecoderBlock(16, 4, 32, cross_attention=False, fused=True).eval()
+    _randomise(explicit, 6)
+    fused.load_state_dict(explicit.state_dict())
+    assert fused.norm1.fused and not explicit.norm1.fused
+    x = torch.randn(2, 7, 16)
+    reference = explicit(x, self_mask=causal_mask(7))
+    torch.testing.assert_close(fused(x, self_mask=causal_mask(7)), reference, atol=ATOL, rtol=0)
+    torch.testing.assert_close(fused(x, self_mask=causal_mask(7), is_causal=True), reference, atol=ATOL, rtol=0)

@@ -53,16 +53,26 @@ def layer_norm(x: Tensor, weight: Tensor | None, bias: Tensor | None, eps: float
 
 
 class LayerNorm(nn.Module):
-    """Layer normalisation with a learnable gain (``weight``) and optional ``bias``."""
+    """Layer normalisation with a learnable gain (``weight``) and optional ``bias``.
 
-    def __init__(self, d_model: int, eps: float = 1e-5, bias: bool = True) -> None:
+    Args:
+        d_model: width C.
+        eps: added to the variance before the square root.
+        bias: whether to learn a shift.
+        fused: call PyTorch's one-kernel ``F.layer_norm`` (same numbers, faster backward)
+            instead of the written-out :func:`layer_norm`. The models turn it on for speed.
+    """
+
+    def __init__(self, d_model: int, eps: float = 1e-5, bias: bool = True, fused: bool = False) -> None:
         super().__init__()
-        self.d_model, self.eps = d_model, eps
+        self.d_model, self.eps, self.fused = d_model, eps, fused
         self.weight = nn.Parameter(torch.ones(d_model))
         self.bias = nn.Parameter(torch.zeros(d_model)) if bias else None
 
     def forward(self, x: Tensor) -> Tensor:
         check_tensor("x", x, min_dims=1, last_dim=self.d_model, last_dim_name="d_model")
+        if self.fused:
+            return F.layer_norm(x, (self.d_model,), self.weight, self.bias, self.eps)
         return layer_norm(x, self.weight, self.bias, self.eps)
 
 
@@ -107,7 +117,8 @@ class EncoderBlock(nn.Module):
         norm_first: ``True`` for pre-norm, ``False`` for post-norm.
         eps: layer-norm epsilon.
         bias: biases in the linear layers and norms.
-        fused: use PyTorch's fused attention kernel when weights are not requested.
+        fused: use PyTorch's fused attention and layer-norm kernels (same numbers, faster);
+            the explicit path still runs whenever attention weights are requested.
     """
 
     def __init__(
@@ -126,8 +137,8 @@ class EncoderBlock(nn.Module):
         self.norm_first = norm_first
         self.self_attn = MultiHeadAttention(d_model, n_heads, bias=bias, dropout=dropout, fused=fused)
         self.ffn = FeedForward(d_model, d_ff, activation, dropout, bias)
-        self.norm1 = LayerNorm(d_model, eps, bias)
-        self.norm2 = LayerNorm(d_model, eps, bias)
+        self.norm1 = LayerNorm(d_model, eps, bias, fused)
+        self.norm2 = LayerNorm(d_model, eps, bias, fused)
         self.dropout1 = nn.Dropout(dropout)
         self.dropout2 = nn.Dropout(dropout)
 
@@ -169,16 +180,16 @@ class DecoderBlock(nn.Module):
         super().__init__()
         self.norm_first = norm_first
         self.self_attn = MultiHeadAttention(d_model, n_heads, bias=bias, dropout=dropout, fused=fused)
-        self.norm1 = LayerNorm(d_model, eps, bias)
+        self.norm1 = LayerNorm(d_model, eps, bias, fused)
         self.dropout1 = nn.Dropout(dropout)
         if cross_attention:
             self.cross_attn = MultiHeadAttention(d_model, n_heads, bias=bias, dropout=dropout, fused=fused)
-            self.norm2 = LayerNorm(d_model, eps, bias)
+            self.norm2 = LayerNorm(d_model, eps, bias, fused)
             self.dropout2 = nn.Dropout(dropout)
         else:
             self.cross_attn = None
         self.ffn = FeedForward(d_model, d_ff, activation, dropout, bias)
-        self.norm3 = LayerNorm(d_model, eps, bias)
+        self.norm3 = LayerNorm(d_model, eps, bias, fused)
         self.dropout3 = nn.Dropout(dropout)
 
     def forward(
@@ -189,6 +200,7 @@ class DecoderBlock(nn.Module):
         memory_mask: Tensor | None = None,
         need_weights: bool = False,
         cache: KVCache | None = None,
+        is_causal: bool = False,
     ) -> Tensor | tuple[Tensor, dict[str, Tensor | None]]:
         """Run the block.
 
@@ -199,6 +211,8 @@ class DecoderBlock(nn.Module):
             memory_mask: mask over the encoder positions, broadcastable to (B, H, T, S).
             need_weights: also return ``{"self": (B, H, T, T), "cross": (B, H, T, S) or None}``.
             cache: key/value cache for the self-attention (incremental decoding).
+            is_causal: promise that ``self_mask`` is the plain causal mask, letting the fused
+                kernel skip reading it (see :class:`MultiHeadAttention`).
         Returns:
             (B, T, C), or ``(x, weights)`` with ``need_weights``.
         """
@@ -208,7 +222,9 @@ class DecoderBlock(nn.Module):
         weights: dict[str, Tensor | None] = {"self": None, "cross": None}
 
         def self_block(h: Tensor) -> Tensor:
-            a, weights["self"] = self.self_attn(h, mask=self_mask, need_weights=need_weights, cache=cache)
+            a, weights["self"] = self.self_attn(
+                h, mask=self_mask, need_weights=need_weights, cache=cache, is_causal=is_causal
+            )
             return self.dropout1(a)
 
         def cross_block(h: Tensor) -> Tensor:

@@ -104,6 +104,7 @@ class MultiHeadAttention(nn.Module):
         mask: Tensor | None = None,
         need_weights: bool = False,
         cache: KVCache | None = None,
+        is_causal: bool = False,
     ) -> tuple[Tensor, Tensor | None]:
         """Attend from ``query`` to ``key_value`` (or to itself).
 
@@ -114,6 +115,8 @@ class MultiHeadAttention(nn.Module):
             need_weights: also return the attention weights.
             cache: a :class:`KVCache` for incremental self-attention; the new keys and values
                 are appended and the queries attend to everything cached.
+            is_causal: promise that ``mask`` is the plain causal mask over T = S positions; the
+                fused kernel then builds it internally, which is faster. Ignored otherwise.
         Returns:
             ``(out, weights)``: out (B, T, C); weights (B, H, T, S) or ``None``.
         """
@@ -135,10 +138,13 @@ class MultiHeadAttention(nn.Module):
         if mask is not None:
             check_mask(mask, scores_shape)
         p = self.dropout if self.training else 0.0
-        if self.fused and not need_weights:
+        if self.fused and not need_weights and is_causal and q.shape[2] == k.shape[2]:
+            out = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True)  # (B, H, T, D)
+            weights = None
+        elif self.fused and not need_weights:
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)  # (B, H, T, D)
             if mask is not None:
-                # The fused kernel returns NaN for fully masked rows; ours returns zeros.
+                # Fully masked rows: some kernels give NaN there; ours gives zeros, so force them.
                 out = out.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)
             weights = None
         else:

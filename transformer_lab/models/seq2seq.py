@@ -1,0 +1,242 @@
+"""The original encoder-decoder Transformer (Vaswani et al., 2017, "Attention Is All You Need").
+
+    memory = Encoder(E_src[src] * sqrt(C) + PE)                        bidirectional, source padding masked
+    h      = Decoder(E_tgt[tgt] * sqrt(C) + PE, memory)               causal self-attention,
+                                                                       then cross-attention to memory
+    logits = h W_out
+
+Post-norm blocks (``x = norm(x + sublayer(x))``) as in the paper by default; ``norm_first=True``
+gives the pre-norm variant. Like ``torch.nn.Transformer`` both stacks end with a layer norm,
+so with weights copied across the two give the same numbers. Embeddings are multiplied by
+sqrt(C) (paper, sec. 3.4) so they are not drowned by the sinusoidal positions, whose entries
+are of size 1.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from transformer_lab.blocks import DecoderBlock, EncoderBlock, LayerNorm
+from transformer_lab.heads import KVCache
+from transformer_lab.masks import causal_mask, combine_masks, padding_mask_from_ids
+from transformer_lab.models import _checks
+from transformer_lab.models.outputs import Seq2SeqOutput
+from transformer_lab.positional import SinusoidalPositionalEncoding
+
+__all__ = ["Seq2SeqConfig", "Seq2SeqTransformer"]
+
+
+@dataclass(frozen=True)
+class Seq2SeqConfig:
+    """Shape and options of a :class:`Seq2SeqTransformer` (defaults: the paper's base model)."""
+
+    src_vocab_size: int = 37000  # source vocabulary (the paper shared ~37k BPE tokens for EN-DE)
+    tgt_vocab_size: int = 37000  # target vocabulary
+    d_model: int = 512  # width C
+    n_head: int = 8  # attention heads H
+    n_encoder_layers: int = 6
+    n_decoder_layers: int = 6
+    d_ff: int = 2048  # MLP hidden width
+    dropout: float = 0.1  # on embeddings, attention weights and sublayer outputs (training only)
+    activation: str = "relu"  # the paper's MLP uses ReLU
+    norm_first: bool = False  # False: post-norm as in the paper; True: pre-norm
+    eps: float = 1e-5  # layer-norm epsilon (torch.nn.Transformer's default)
+    max_len: int = 512  # longest source or target sequence (rows of the sinusoidal table)
+    scale_embeddings: bool = True  # multiply embeddings by sqrt(C) before adding positions
+    pad_id: int = 0  # padding id in both vocabularies; masked out on both sides
+    fused: bool = True  # PyTorch's fused attention and layer-norm kernels (explicit path when weights are requested)
+
+    def __post_init__(self) -> None:
+        _checks.check_positive(
+            self, "src_vocab_size", "tgt_vocab_size", "d_model", "n_head", "n_encoder_layers", "n_decoder_layers", "d_ff", "max_len"
+        )
+        _checks.check_heads(self)
+        _checks.check_probability(self, "dropout")
+        _checks.check_eps(self)
+        _checks.check_choice(self, "activation", _checks.ACTIVATIONS)
+        if self.d_model % 2:
+            raise ValueError(f"Seq2SeqConfig.d_model must be even for sinusoidal positions (sin/cos pairs), but received d_model={self.d_model}.")
+        if not 0 <= self.pad_id < min(self.src_vocab_size, self.tgt_vocab_size):
+            raise ValueError(f"Seq2SeqConfig.pad_id must be a valid id in both vocabularies, but received pad_id={self.pad_id}.")
+
+    @classmethod
+    def base(cls, **overrides: Any) -> "Seq2SeqConfig":
+        """The paper's base model: 6 + 6 layers, width 512, 8 heads, MLP 2048."""
+        return dataclasses.replace(cls(), **overrides)
+
+    @classmethod
+    def tiny(cls, **overrides: Any) -> "Seq2SeqConfig":
+        """2 + 2 layers, width 64, 4 heads: learns a toy translation task on a CPU in a minute or two."""
+        base = cls(src_vocab_size=32, tgt_vocab_size=64, d_model=64, n_head=4, n_encoder_layers=2,
+                   n_decoder_layers=2, d_ff=128, dropout=0.1, max_len=64)
+        return dataclasses.replace(base, **overrides)
+
+
+class Seq2SeqTransformer(nn.Module):
+    """Encoder-decoder transformer with cross-attention and greedy decoding.
+
+    Args:
+        config: a :class:`Seq2SeqConfig`.
+    """
+
+    def __init__(self, config: Seq2SeqConfig) -> None:
+        super().__init__()
+        if not isinstance(config, Seq2SeqConfig):
+            raise TypeError(f"Seq2SeqTransformer expects a Seq2SeqConfig, but received {type(config).__name__}.")
+        self.config = c = config
+        self.src_emb = nn.Embedding(c.src_vocab_size, c.d_model)  # (V_src, C)
+        self.tgt_emb = nn.Embedding(c.tgt_vocab_size, c.d_model)  # (V_tgt, C)
+        self.pos = SinusoidalPositionalEncoding(c.d_model, c.max_len)
+        self.drop = nn.Dropout(c.dropout)
+        kw = dict(dropout=c.dropout, activation=c.activation, norm_first=c.norm_first, eps=c.eps, fused=c.fused)
+        self.encoder_layers = nn.ModuleList(EncoderBlock(c.d_model, c.n_head, c.d_ff, **kw) for _ in range(c.n_encoder_layers))
+        self.encoder_norm = LayerNorm(c.d_model, c.eps, fused=c.fused)
+        self.decoder_layers = nn.ModuleList(DecoderBlock(c.d_model, c.n_head, c.d_ff, **kw) for _ in range(c.n_decoder_layers))
+        self.decoder_norm = LayerNorm(c.d_model, c.eps, fused=c.fused)
+        self.out_proj = nn.Linear(c.d_model, c.tgt_vocab_size)  # (C -> V_tgt)
+        for p in self.parameters():
+            if p.dim() > 1:
+                nn.init.xavier_uniform_(p)  # as in torch.nn.Transformer and the Annotated Transformer
+        self._scale = math.sqrt(c.d_model) if c.scale_embeddings else 1.0
+
+    # --- the pieces -----------------------------------------------------------------------------
+
+    def embed_source(self, src: Tensor) -> Tensor:
+        """(B, S) ids -> (B, S, C): scaled embeddings plus sinusoidal positions."""
+        return self.drop(self.pos(self.src_emb(src) * self._scale))
+
+    def embed_target(self, tgt: Tensor, offset: int = 0) -> Tensor:
+        """(B, T) ids -> (B, T, C), positions starting at ``offset``."""
+        return self.drop(self.pos(self.tgt_emb(tgt) * self._scale, offset=offset))
+
+    def source_mask(self, src: Tensor) -> Tensor:
+        """(B, 1, 1, S) bool: True at real source tokens, False at padding."""
+        return padding_mask_from_ids(src, self.config.pad_id)
+
+    def target_mask(self, tgt: Tensor) -> Tensor:
+        """(B, 1, T, T) bool: causal AND not padding, for the decoder's self-attention."""
+        return combine_masks(causal_mask(tgt.shape[1], device=tgt.device), padding_mask_from_ids(tgt, self.config.pad_id))
+
+    def encode(self, src: Tensor, need_weights: bool = False) -> Tensor | tuple[Tensor, list[Tensor]]:
+        """(B, S) source ids -> (B, S, C) memory (and each layer's (B, H, S, S) weights on request)."""
+        c = self.config
+        _checks.check_token_ids("src", src, c.src_vocab_size, c.max_len)
+        x, mask, weights = self.embed_source(src), self.source_mask(src), []
+        for layer in self.encoder_layers:
+            if need_weights:
+                x, w = layer(x, mask=mask, need_weights=True)
+                weights.append(w)
+            else:
+                x = layer(x, mask=mask)
+        x = self.encoder_norm(x)
+        return (x, weights) if need_weights else x
+
+    def decode(
+        self, tgt: Tensor, memory: Tensor, src_mask: Tensor | None, need_weights: bool = False
+    ) -> Tensor | tuple[Tensor, list[dict[str, Tensor | None]]]:
+        """Decoder stack: (B, T) target ids and (B, S, C) memory -> (B, T, C) hidden states."""
+        c = self.config
+        _checks.check_token_ids("tgt", tgt, c.tgt_vocab_size, c.max_len)
+        x, mask, weights = self.embed_target(tgt), self.target_mask(tgt), []
+        for layer in self.decoder_layers:
+            if need_weights:
+                x, w = layer(x, memory, self_mask=mask, memory_mask=src_mask, need_weights=True)
+                weights.append(w)
+            else:
+                x = layer(x, memory, self_mask=mask, memory_mask=src_mask)
+        x = self.decoder_norm(x)
+        return (x, weights) if need_weights else x
+
+    # --- the whole model ------------------------------------------------------------------------
+
+    def forward(
+        self, src: Tensor, tgt: Tensor, targets: Tensor | None = None, output_attentions: bool = False
+    ) -> Seq2SeqOutput:
+        """Teacher-forced pass: predict the next target token at every decoder position.
+
+        Args:
+            src: (B, S) source ids, padded with ``pad_id``.
+            tgt: (B, T) decoder input, ``<bos> w1 .. wn`` then padding.
+            targets: optional (B, T) ids to predict; ``-100`` positions are ignored.
+            output_attentions: also return the encoder, decoder and cross-attention weights.
+        Returns:
+            :class:`Seq2SeqOutput` with logits (B, T, V_tgt), loss, encoder_output (B, S, C).
+        """
+        c = self.config
+        _checks.check_token_ids("src", src, c.src_vocab_size, c.max_len)
+        _checks.check_token_ids("tgt", tgt, c.tgt_vocab_size, c.max_len)
+        if src.shape[0] != tgt.shape[0]:
+            raise ValueError(f"src and tgt must have the same batch size, but received {src.shape[0]} and {tgt.shape[0]}.")
+        src_mask = self.source_mask(src)
+        attentions = None
+        if output_attentions:
+            memory, enc_w = self.encode(src, need_weights=True)
+            h, dec_w = self.decode(tgt, memory, src_mask, need_weights=True)
+            attentions = {
+                "encoder": tuple(enc_w),
+                "decoder_self": tuple(w["self"] for w in dec_w),
+                "cross": tuple(w["cross"] for w in dec_w),
+            }
+        else:
+            memory = self.encode(src)
+            h = self.decode(tgt, memory, src_mask)
+        logits = self.out_proj(h)  # (B, T, V_tgt)
+        loss = None
+        if targets is not None:
+            if tuple(targets.shape) != tuple(tgt.shape):
+                raise ValueError(f"targets must have the shape of tgt {tuple(tgt.shape)}, but received shape {tuple(targets.shape)}.")
+            loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten())  # (B*T, V) vs (B*T,)
+        return Seq2SeqOutput(logits, loss, memory, attentions)
+
+    @torch.no_grad()
+    def greedy_decode(self, src: Tensor, max_len: int, bos_id: int, eos_id: int, use_cache: bool = True) -> Tensor:
+        """Translate by always picking the most likely next token.
+
+        Starts every row with ``bos_id`` and stops once every row has produced ``eos_id`` or
+        ``max_len`` tokens; positions after a row's ``eos_id`` hold ``pad_id``. With ``use_cache``
+        the decoder's self-attention keys and values are kept between steps (same tokens as
+        recomputing the whole prefix, which ``use_cache=False`` does).
+
+        Args:
+            src: (B, S) source ids.
+            max_len: most tokens to generate after ``<bos>``.
+        Returns:
+            (B, 1 + L) ids with L <= max_len, starting with ``bos_id``.
+        """
+        c = self.config
+        if isinstance(max_len, bool) or not isinstance(max_len, int) or not 0 < max_len <= c.max_len:
+            raise ValueError(f"max_len must lie in 1..{c.max_len} (the rows of the position table), but received {max_len!r}.")
+        for name, value in (("bos_id", bos_id), ("eos_id", eos_id)):
+            if not 0 <= value < c.tgt_vocab_size:
+                raise ValueError(f"{name} must lie in 0..{c.tgt_vocab_size - 1}, but received {value}.")
+        was_training = self.training
+        self.eval()
+        try:
+            memory, src_mask = self.encode(src), self.source_mask(src)
+            out = torch.full((src.shape[0], 1), bos_id, dtype=torch.long, device=src.device)  # (B, 1)
+            done = torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)
+            caches = [KVCache() for _ in self.decoder_layers]
+            for step in range(max_len):
+                if use_cache:
+                    x = self.embed_target(out[:, -1:], offset=step)  # (B, 1, C): only the newest token
+                    for layer, cache in zip(self.decoder_layers, caches):
+                        x = layer(x, memory, self_mask=None, memory_mask=src_mask, cache=cache)
+                    h = self.decoder_norm(x[:, -1])  # (B, C)
+                else:
+                    h = self.decode(out, memory, src_mask)[:, -1]  # (B, C)
+                next_id = self.out_proj(h).argmax(dim=-1)  # (B,)
+                next_id = torch.where(done, torch.full_like(next_id, c.pad_id), next_id)
+                out = torch.cat([out, next_id[:, None]], dim=1)  # (B, step + 2)
+                done |= next_id == eos_id
+                if bool(done.all()):
+                    break
+        finally:
+            self.train(was_training)
+        return out
