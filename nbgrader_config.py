@@ -1,0 +1,57 @@
+"""nbgrader configuration for transformer-lab (nbgrader 0.9.x, metadata schema 3).
+
+The repository root is the course directory:
+
+    solutions/NN_topic/NN_topic.ipynb   nbgrader's *source* directory (instructor notebooks)
+    notebooks/NN_topic/NN_topic.ipynb   nbgrader's *release* directory (student notebooks)
+    submitted/STUDENT/NN_topic/         collected submissions (not in git)
+    autograded/, feedback/, gradebook.db, reports/, .tlab/   grading output (not in git)
+
+Use the `tlab` commands rather than calling nbgrader directly: `tlab release` regenerates
+notebooks/ deterministically, `tlab grade NN_topic` wraps autograde + feedback + export with
+the guards described in docs/instructor_guide.md.
+"""
+
+c = get_config()  # noqa: F821  (injected by traitlets when nbgrader loads this file)
+
+c.CourseDirectory.course_id = "transformer-lab"
+c.CourseDirectory.source_directory = "solutions"
+c.CourseDirectory.release_directory = "notebooks"
+c.CourseDirectory.ignore = [
+    ".ipynb_checkpoints",
+    "*.pyc",
+    "__pycache__",
+    "feedback",
+    ".DS_Store",
+]
+
+# --- Execution while validating / autograding -------------------------------------------
+# Per-cell limit. Graded cells run the course's checks on tiny tensors and training cells run
+# in their reduced form under grading (NBGRADER_EXECUTION / TLAB_GRADING), so 30 s is generous;
+# a hanging answer costs this much once per test cell that calls it, which is why `tlab grade`
+# adds a per-submission budget on top (see transformer_lab/grading/execute.py).
+c.Execute.timeout = 30
+c.Execute.interrupt_on_timeout = True
+c.Execute.startup_timeout = 60
+c.Execute.allow_errors = True
+
+# --- Release ----------------------------------------------------------------------------
+c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
+c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
+
+# --- Autograde --------------------------------------------------------------------------
+# Edited test cells are restored from the gradebook (nbgrader's default). Deleted graded cells
+# are restored by `tlab grade` before nbgrader sees the notebook: nbgrader 0.9.6's own
+# `add_missing_cells` raises KeyError when the deleted cell follows a non-graded cell.
+c.OverwriteCells.add_missing_cells = False
+
+# --- Feedback ---------------------------------------------------------------------------
+# Feedback must not reveal hidden tests: remove their source (ClearHiddenTests) and shorten
+# the tracebacks of graded cells to the final error line, which would otherwise quote the
+# hidden lines around the failure.
+c.GenerateFeedback.preprocessors = [
+    "nbgrader.preprocessors.GetGrades",
+    "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
+    "nbgrader.preprocessors.ClearHiddenTests",
+    "transformer_lab.grading.feedback.ClearHiddenTracebacks",
+]

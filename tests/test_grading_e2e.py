@@ -1,0 +1,317 @@
+"""End to end: release a fixture assignment into a temporary course, submit good and faulty
+notebooks, run `tlab grade` once over all of them, and check every outcome.
+
+The fixture (tests/fixtures/course) has three exercises built on the checks: softmax (2 points),
+attention (3) and a causal mask (1). One batch grades 11 students; the per-cell timeout is 15 s
+and the per-submission budget 20 s, so the hanging student costs about 25 s. Then a second run
+checks that nothing is regraded or lost, and a third that a failed regrade keeps the old score.
+Finally every assignment in solutions/ is graded (full solution = full marks, untouched = 0).
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime
+import json
+import shutil
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from transformer_lab import cli
+from transformer_lab.grading.autograde import GradeOptions, grade
+from transformer_lab.grading.course import list_assignments, run_driver
+from transformer_lab.grading.integrity import restore_missing_cells
+from transformer_lab.grading.report import GRADED, NOT_GRADED
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURE = Path(__file__).parent / "fixtures" / "course"
+A = "fx_attention"
+OPTIONS = dict(timeout=15, budget=20.0, quiet=True)
+
+pytestmark = pytest.mark.slow
+
+
+def _cell(nb, grade_id):
+    return next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
+
+
+def _solution_source(root: Path, grade_id: str) -> str:
+    nb = nbformat.read(root / "solutions" / A / f"{A}.ipynb", as_version=4)
+    lines = _cell(nb, grade_id).source.splitlines()
+    return "\n".join(ln for ln in lines if "BEGIN SOLUTION" not in ln and "END SOLUTION" not in ln)
+
+
+def _submit(root: Path, student: str, edit=None, raw: str | None = None) -> None:
+    folder = root / "submitted" / student / A
+    if folder.exists():
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
+    (folder / "timestamp.txt").write_text(datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f %Z"))
+    if raw is not None:
+        (folder / f"{A}.ipynb").write_text(raw)
+        return
+    nb = nbformat.read(root / "notebooks" / A / f"{A}.ipynb", as_version=4)
+    if edit is not None:
+        edit(nb, root)
+    nbformat.write(nb, folder / f"{A}.ipynb")
+
+
+def answer(**sources):
+    """An edit that fills answer cells: answer(softmax_impl="...") or "solution" for the solution."""
+
+    def edit(nb, root):
+        for gid, src in sources.items():
+            _cell(nb, gid).source = _solution_source(root, gid) if src == "solution" else src
+
+    return edit
+
+
+FULL = dict(softmax_impl="solution", attention_impl="solution", causal_impl="solution")
+HANG = "def scaled_dot_product_attention(q, k, v, mask=None):\n    while True:\n        pass"
+KILL = "import os\n\ndef softmax(x, dim=-1):\n    os._exit(1)"
+NO_MAX = "def softmax(x, dim=-1):\n    e = torch.exp(x)\n    return e / e.sum(dim=dim, keepdim=True)"
+PATCHED = (
+    "import numpy as np\n"
+    "torch.allclose = lambda *a, **k: True\n"
+    "np.allclose = lambda *a, **k: True\n"
+    "def softmax(x, dim=-1):\n    return x"
+)
+FAKE_CHECKS = (
+    "class _Anything:\n    def __getattr__(self, name):\n        return lambda *a, **k: None\n\n"
+    "checks = _Anything()\n\n"
+    "def softmax(x, dim=-1):\n    return x"
+)
+REFERENCE = "from transformer_lab.attention import softmax as _sm\n\ndef softmax(x, dim=-1):\n    return _sm(x, dim)"
+
+
+def _edit_test(nb, root):
+    answer(**{**FULL, "softmax_impl": NO_MAX})(nb, root)
+    _cell(nb, "test_softmax").source = "pass  # nothing to see here"
+
+
+def _delete_test(nb, root):
+    answer(**FULL)(nb, root)
+    nb.cells.remove(_cell(nb, "test_causal"))  # follows the (ungraded) instant-check cell
+
+
+STUDENTS = {
+    # student: (edit or raw text, expected status, expected score)
+    "full": (answer(**FULL), GRADED, 6),
+    "untouched": (None, GRADED, 0),
+    "partial": (answer(softmax_impl="solution"), GRADED, 2),
+    "hanging": (answer(softmax_impl="solution", causal_impl="solution", attention_impl=HANG), GRADED, 3),
+    "kernel_killer": (answer(**{**FULL, "softmax_impl": KILL}), NOT_GRADED, None),
+    "edited_test": (_edit_test, GRADED, 4),
+    "deleted_test": (_delete_test, GRADED, 6),
+    "invalid_json": ("{ this is not a notebook", NOT_GRADED, None),
+    "patched_comparisons": (answer(**{**FULL, "softmax_impl": PATCHED}), GRADED, 0),
+    "fake_checks": (answer(**{**FULL, "softmax_impl": FAKE_CHECKS}), GRADED, 4),
+    "uses_reference": (answer(**{**FULL, "softmax_impl": REFERENCE}), GRADED, 4),
+}
+
+
+@pytest.fixture(scope="module")
+def course(tmp_path_factory):
+    root = tmp_path_factory.mktemp("course")
+    shutil.copy(REPO / "nbgrader_config.py", root / "nbgrader_config.py")
+    shutil.copytree(FIXTURE / "solutions", root / "solutions")
+    assert cli.main(["--root", str(root), "release"]) == 0
+    for student, (edit, _, _) in STUDENTS.items():
+        if isinstance(edit, str):
+            _submit(root, student, raw=edit)
+        else:
+            _submit(root, student, edit)
+    started = time.monotonic()
+    report = grade(root, A, GradeOptions(**OPTIONS))
+    seconds = time.monotonic() - started
+    print(f"\ngraded {len(STUDENTS)} submissions in {seconds:.1f} s")
+    for sid, r in sorted(report.students.items()):
+        print(f"  {sid:20s} {r.status:10s} {r.score!s:5s} {r.seconds}s {r.reason} {r.notes}")
+    return root, report
+
+
+def _rows(root: Path) -> dict[str, dict]:
+    with (root / "reports" / f"{A}_grades.csv").open() as fh:
+        return {row["student_id"]: row for row in csv.DictReader(fh)}
+
+
+@pytest.mark.parametrize("student", sorted(STUDENTS))
+def test_each_submission_outcome(course, student):
+    root, report = course
+    _, status, score = STUDENTS[student]
+    result = report.students[student]
+    assert result.status == status, (result.reason, result.notes)
+    assert result.score == score
+    row = _rows(root)[student]
+    assert row["status"] == status
+    if status == NOT_GRADED:
+        assert row["score"] == "" and row["reason"], row  # never an ordinary 0
+    else:
+        assert float(row["score"]) == score and float(row["max_score"]) == 6
+
+
+def test_reasons_and_notes(course):
+    root, report = course
+    assert "kernel died" in report.students["kernel_killer"].reason
+    assert "invalid JSON" in report.students["invalid_json"].reason
+    assert any("restored deleted cell(s) test_causal" in n for n in report.students["deleted_test"].notes)
+    assert report.students["hanging"].timeouts >= 1
+    assert any("interrupted" in n for n in report.students["hanging"].notes)
+    assert not report.all_graded
+    summary = report.summary()
+    assert "Could not be graded" in summary and "kernel_killer" in summary
+
+
+def _autograded(root: Path, student: str) -> dict:
+    return json.loads((root / "autograded" / student / A / f"{A}.ipynb").read_text())
+
+
+def _outputs(nb: dict) -> str:
+    return json.dumps([c.get("outputs", []) for c in nb["cells"]])
+
+
+def test_grading_mode_and_integrity_messages(course):
+    root, _ = course
+    assert "grading mode: True" in _outputs(_autograded(root, "full"))
+    assert "grading integrity" in _outputs(_autograded(root, "patched_comparisons"))
+    assert "reference softmax" in _outputs(_autograded(root, "uses_reference"))
+    hanging = _outputs(_autograded(root, "hanging"))
+    assert "CellTimeoutError" in hanging
+    # The edited test cell was restored from the gradebook before running.
+    edited = _autograded(root, "edited_test")
+    cell = next(c for c in edited["cells"] if c["metadata"].get("nbgrader", {}).get("grade_id") == "test_softmax")
+    assert "check_softmax" in "".join(cell["source"])
+
+
+def test_feedback_hides_hidden_tests(course):
+    root, report = course
+    for sid, r in report.students.items():
+        html = root / "feedback" / sid / A / f"{A}.html"
+        if r.status != GRADED:
+            continue
+        text = html.read_text()
+        assert "HIDDEN TESTS" not in text and "hidden=True" not in text, sid
+
+
+def test_nbgrader_export_and_originals_untouched(course):
+    root, _ = course
+    export = (root / "reports" / "nbgrader_grades.csv").read_text()
+    assert "full" in export and "raw_score" in export
+    # Pre-flight worked on copies: the students' files are exactly what they submitted.
+    assert (root / "submitted" / "invalid_json" / A / f"{A}.ipynb").read_text() == "{ this is not a notebook"
+    deleted = nbformat.read(root / "submitted" / "deleted_test" / A / f"{A}.ipynb", as_version=4)
+    assert not any(c.metadata.get("nbgrader", {}).get("grade_id") == "test_causal" for c in deleted.cells)
+
+
+def test_rerun_keeps_grades_and_failed_regrade_keeps_previous_score(course):
+    root, first = course
+    before = {sid: (r.status, r.score) for sid, r in first.students.items()}
+    again = grade(root, A, GradeOptions(students=["full", "partial"], **OPTIONS))
+    assert again.graded_now == []  # unchanged submissions are not regraded
+    assert {sid: (r.status, r.score) for sid, r in again.students.items()} == before
+
+    _submit(root, "full", answer(**{**FULL, "softmax_impl": KILL}))  # a resubmission that crashes
+    third = grade(root, A, GradeOptions(students=["full"], **OPTIONS))
+    full = third.students["full"]
+    assert third.graded_now == ["full"]
+    assert full.status == NOT_GRADED and full.previous_score == 6
+    assert _rows(root)["full"]["previous_score"] == "6"
+    assert (root / "autograded" / "full" / A / f"{A}.ipynb").is_file()  # the last good grading is kept
+    assert third.students["partial"].score == 2  # others untouched
+
+
+def test_unknown_student_is_a_clear_error(course):
+    root, _ = course
+    assert cli.main(["--root", str(root), "grade", A, "--student", "nobody", "--quiet"]) == 1
+
+
+def test_restore_missing_cells_after_a_non_graded_cell():
+    """The case where nbgrader 0.9.6's add_missing_cells raises KeyError."""
+    release = nbformat.v4.new_notebook()
+    meta = lambda gid, **kw: {"nbgrader": {"grade_id": gid, "schema_version": 3, "grade": False, "solution": False, "locked": False, **kw}}  # noqa: E731
+    cells = [
+        nbformat.v4.new_code_cell("def f(): ...", metadata=meta("impl", solution=True)),
+        nbformat.v4.new_code_cell("checks.check_f(f)"),  # ungraded instant check
+        nbformat.v4.new_code_cell("assert f() is None", metadata=meta("test_f", grade=True, locked=True, points=1)),
+        nbformat.v4.new_code_cell("assert True", metadata=meta("test_g", grade=True, locked=True, points=1)),
+    ]
+    release.cells = cells
+    submitted = nbformat.v4.new_notebook()
+    submitted.cells = [cells[0], cells[1]]  # both test cells deleted
+    fixed, restored = restore_missing_cells(submitted, release)
+    assert restored == ["test_f", "test_g"]
+    assert [c.source for c in fixed.cells] == [c.source for c in cells]
+
+
+def test_watchdog_kills_a_hung_grading_process(tmp_path):
+    (tmp_path / "nbgrader_config.py").write_text("import time\ntime.sleep(120)\n")
+    started = time.monotonic()
+    events, code, _ = run_driver({"root": str(tmp_path), "ops": [{"op": "scores", "assignment": A}]}, idle_timeout=3)
+    assert code == -9 and events == []
+    assert time.monotonic() - started < 60
+
+
+def test_a_hung_process_is_reported_and_the_others_still_graded(tmp_path, monkeypatch):
+    """Simulate the nbgrader process hanging on one student: it is reported, the rest graded."""
+    shutil.copy(REPO / "nbgrader_config.py", tmp_path / "nbgrader_config.py")
+    shutil.copytree(FIXTURE / "solutions", tmp_path / "solutions")
+    for sid in ("a", "b", "c"):
+        (tmp_path / "submitted" / sid / A).mkdir(parents=True)
+    calls = []
+
+    def fake_driver(job, on_event=None, env=None, idle_timeout=None):
+        students = [op["student"] for op in job["ops"] if op["op"] == "grade_student"]
+        calls.append(students)
+        events = []
+
+        def emit(event):
+            events.append(event)
+            on_event(event)
+
+        emit({"op": "generate_assignment", "success": True})
+        for sid in students:
+            if sid == "b" and len(calls) == 1:
+                return events, -9, ""  # hung on b: killed by the watchdog
+            emit({"op": "grade_student", "student": sid, "success": True})
+        emit({"op": "scores", "success": True, "scores": {s: {"score": 1.0, "max_score": 6.0} for s in "ac"}})
+        return events, 0, ""
+
+    monkeypatch.setattr("transformer_lab.grading.autograde.run_driver", fake_driver)
+    report = grade(tmp_path, A, GradeOptions(quiet=True, export=False))
+    assert calls == [["a", "b", "c"], ["c"]]
+    assert report.students["b"].status == NOT_GRADED and "stopped responding" in report.students["b"].reason
+    assert report.students["a"].status == GRADED and report.students["c"].status == GRADED
+
+
+# ---------------------------------------------------------------------------------------------
+# The real course: every assignment in solutions/ (skipped while there is none).
+REAL = list_assignments(REPO / "solutions")
+
+
+@pytest.fixture(scope="module")
+def real_course(tmp_path_factory):
+    """All real assignments released once; two submissions each: the solution and the release."""
+    root = tmp_path_factory.mktemp("real_course")
+    shutil.copy(REPO / "nbgrader_config.py", root / "nbgrader_config.py")
+    shutil.copytree(REPO / "solutions", root / "solutions", ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+    assert cli.main(["--root", str(root), "release"]) == 0
+    for assignment in REAL:
+        for student, source in (("solution", root / "solutions"), ("untouched", root / "notebooks")):
+            shutil.copytree(source / assignment, root / "submitted" / student / assignment)
+    return root
+
+
+@pytest.mark.skipif(not REAL, reason="solutions/ holds no assignment yet")
+@pytest.mark.parametrize("assignment", REAL)
+def test_real_assignment_full_marks_and_zero(real_course, assignment):
+    started = time.monotonic()
+    report = grade(real_course, assignment, GradeOptions(timeout=60, budget=240.0, quiet=True, feedback=False))
+    print(f"\n{assignment}: graded 2 submissions in {time.monotonic() - started:.1f} s "
+          f"({', '.join(f'{s}: {r.seconds}s' for s, r in sorted(report.students.items()))})")
+    sol, untouched = report.students["solution"], report.students["untouched"]
+    assert sol.status == GRADED and untouched.status == GRADED, (sol.reason, untouched.reason)
+    assert report.max_score and sol.score == report.max_score, sol
+    assert untouched.score == 0, untouched

@@ -1,0 +1,110 @@
+"""Checks for notebook 4: the causal mask and the padding mask (True = may attend).
+
+Student-facing signatures:
+
+    causal_mask(T) -> (T, T) bool, True where query t may attend to key s (s <= t)
+    padding_mask(lengths, S) -> (B, 1, 1, S) bool, True at the real (non-padding) keys
+"""
+
+from __future__ import annotations
+
+import torch
+
+from transformer_lab import masks as _ref
+from transformer_lab.checks._core import Case, Mistake, Runner, describe_args, generator
+from transformer_lab.checks._integrity import Forbidden
+from transformer_lab.checks.attention import _signature_hint
+
+__all__ = ["check_causal_mask", "check_padding_mask"]
+
+
+def _causal_mistakes(T: int) -> list[Mistake]:
+    ones = torch.ones(T, T, dtype=torch.bool)
+    return [
+        Mistake("the polarity is reversed: True must mean 'may attend', i.e. the lower triangle (s <= t) is True",
+                lambda: ones.triu(1)),
+        Mistake("off by one: the diagonal is excluded, but every token may attend to itself (use tril(), diagonal=0)",
+                lambda: ones.tril(-1)),
+        Mistake("off by one: each query may also see the next token; use tril() with diagonal=0",
+                lambda: ones.tril(1)),
+        Mistake("the mask is transposed: query t (row t) may attend to keys s <= t, the lower triangle",
+                lambda: ones.triu(0)),
+        Mistake("nothing is masked: the future keys (s > t) must be False", lambda: ones),
+    ]
+
+
+def check_causal_mask(causal_mask, hidden: bool = False) -> None:
+    """Check ``causal_mask(T)``: a (T, T) boolean mask, True on and below the diagonal."""
+    __tracebackhide__ = True  # IPython hides this frame: students see their cell and the message
+    forbidden = [Forbidden("transformer_lab's reference causal_mask", function=_ref.causal_mask)]
+    run = Runner("check_causal_mask", causal_mask, forbidden, hidden, lambda e, c: _signature_hint(e, "causal_mask(T)"))
+    sizes = [5, 2, 1, 8] + ([3, 16, 33] if hidden else [])  # a telling size first: T=1 hides most mistakes
+    for T in sizes:
+        case = Case(f"T={T}", (T,), {}, f"T={T}")
+        expected = _ref.causal_mask(T)
+        value = run.call(case)
+        if torch.is_tensor(value) and value.dtype != torch.bool and tuple(value.shape) == (T, T):
+            kind = "0/-inf" if torch.isinf(value.float()).any() else "numeric"
+            run.fail(
+                f"the mask should be a boolean tensor (True = may attend), but yours is a {kind} tensor of dtype "
+                f"{value.dtype}; an additive 0/-inf mask is another convention. Return e.g. "
+                f"torch.ones(T, T, dtype=torch.bool).tril()",
+                case,
+            )
+        out = run.expect_tensor(value, case, expected.shape, torch.bool)
+        if not torch.equal(out, expected):
+            run.fail(run.diagnose(out, _causal_mistakes(T), 0, 0) or run.mismatch(out, expected, "mask"), case)
+    run.passed()
+
+
+def _padding_cases(hidden: bool) -> list[Case]:
+    g = generator(9707 if hidden else 707)
+    specs = [([3, 1, 4], 5), ([5, 5], 5), ([2, 0], 4), ([1], 1)]
+    if hidden:
+        lengths = torch.randint(0, 9, (6,), generator=g).tolist()
+        specs += [(lengths, 9), ([7, 3], 10)]
+    cases = []
+    for lengths, S in specs:
+        t = torch.tensor(lengths, dtype=torch.long)
+        case = Case(f"lengths {lengths}, S={S}", (t, S), {}, describe_args(lengths=t, S=S))
+        case.data.update(lengths=t, S=S, expected=_ref.padding_mask_from_lengths(t, S))
+        cases.append(case)
+    return cases
+
+
+def check_padding_mask(padding_mask, hidden: bool = False) -> None:
+    """Check ``padding_mask(lengths, S)``: (B, 1, 1, S) boolean, True at positions < length."""
+    __tracebackhide__ = True  # IPython hides this frame: students see their cell and the message
+    forbidden = [
+        Forbidden("transformer_lab's padding_mask_from_lengths", function=_ref.padding_mask_from_lengths),
+        Forbidden("transformer_lab's padding_mask_from_ids", function=_ref.padding_mask_from_ids),
+    ]
+    run = Runner("check_padding_mask", padding_mask, forbidden, hidden, lambda e, c: _signature_hint(e, "padding_mask(lengths, S)"))
+    for case in _padding_cases(hidden):
+        lengths, S, expected = case.data["lengths"], case.data["S"], case.data["expected"]
+        B = len(lengths)
+
+        def hint(got: tuple, B=B, S=S) -> str | None:
+            if got == (B, S):
+                return "index it as mask[:, None, None, :] so it broadcasts over heads and queries"
+            if got in ((B, 1, S), (B, S, 1)):
+                return "the course's padding masks are (B, 1, 1, S): one row per sequence, broadcast over heads and queries"
+            return None
+
+        value = run.call(case)
+        if torch.is_tensor(value) and value.dtype != torch.bool and value.numel() == expected.numel():
+            run.fail(f"the mask should be boolean (True = real token), but yours has dtype {value.dtype}", case)
+        out = run.expect_tensor(value, case, expected.shape, torch.bool, shape_hint=hint)
+        if not torch.equal(out, expected):
+            pos = torch.arange(S)[None, :]
+            ln = lengths[:, None]
+            mistakes = [
+                Mistake("the polarity is reversed: True marks the real tokens (positions < length), False the padding",
+                        lambda: (pos >= ln)[:, None, None, :]),
+                Mistake("off by one: position `length` is already padding; use positions < length",
+                        lambda: (pos <= ln)[:, None, None, :]),
+                Mistake("off by one: the last real token (position length - 1) must be True",
+                        lambda: (pos < ln - 1)[:, None, None, :]),
+            ]
+            run.fail(run.diagnose(out, mistakes, 0, 0) or run.mismatch(out, expected, "mask"), case)
+    run.passed()

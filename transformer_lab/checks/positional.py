@@ -1,0 +1,95 @@
+"""Checks for notebook 3: sinusoidal positional encodings.
+
+Student-facing signature:
+
+    sinusoidal_encoding(n_positions, d_model, base=10000.0) -> (n_positions, d_model) float32
+        PE[t, 2i] = sin(t / base^(2i / C)),  PE[t, 2i + 1] = cos(t / base^(2i / C))
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from transformer_lab import positional as _ref
+from transformer_lab.checks._core import Case, Mistake, Runner
+from transformer_lab.checks._integrity import Forbidden
+from transformer_lab.checks.attention import _signature_hint
+
+__all__ = ["check_sinusoidal_encoding"]
+
+ATOL, RTOL = 1e-4, 1e-4
+
+
+def _pe(n: int, d: int, base: float, *, swap=False, layout="interleave", exponent=lambda j, d: 2 * (j // 2) / d,
+        start=0, multiply=False) -> Tensor:
+    """Sinusoidal encodings with one deliberate mistake; ``exponent(j, d)`` is column j's exponent."""
+    t = torch.arange(start, start + n, dtype=torch.float64)[:, None]  # (T, 1)
+    if layout == "interleave":
+        j = torch.arange(d, dtype=torch.float64)  # (C,)
+        expo = exponent(j, d)
+        angles = t * base**expo if multiply else t / base**expo  # (T, C)
+        is_sin = (torch.arange(d) % 2 == 0)[None, :]
+        if swap:
+            is_sin = ~is_sin
+        pe = torch.where(is_sin, torch.sin(angles), torch.cos(angles))
+    else:  # all sines first, then all cosines
+        i = torch.arange(d // 2, dtype=torch.float64)
+        angles = t / base ** (2 * i / d)  # (T, C/2)
+        pe = torch.cat([torch.sin(angles), torch.cos(angles)], dim=-1)  # (T, C)
+    return pe.float()
+
+
+def _mistakes(n: int, d: int, base: float) -> list[Mistake]:
+    return [
+        # First: with base != 10000 some exponent mistakes coincide with ignoring the base.
+        Mistake("the `base` argument is ignored (you always use 10000)", lambda: _pe(n, d, 10000.0)),
+        Mistake("sin and cos are swapped: even columns (0, 2, ...) hold sin, odd columns hold cos",
+                lambda: _pe(n, d, base, swap=True)),
+        Mistake("the interleaving is wrong: you put all sines first and all cosines second; the course interleaves "
+                "them (column 2i = sin, column 2i + 1 = cos, both with frequency index i)",
+                lambda: _pe(n, d, base, layout="halves")),
+        Mistake("the exponent is off by a factor of 2: for the pair i (columns 2i and 2i + 1) it is 2i / C; "
+                "you used i / C", lambda: _pe(n, d, base, exponent=lambda j, d: (j // 2) / d)),
+        Mistake("the exponent is off by a factor of 2: for the pair i (columns 2i and 2i + 1) it is 2i / C; "
+                "you doubled the column index (2 * (2i) / C)", lambda: _pe(n, d, base, exponent=lambda j, d: 2 * (2 * (j // 2)) / d)),
+        Mistake("the exponent uses the column index: columns 2i and 2i + 1 must share the frequency base^(2i / C), "
+                "so column 2i + 1 must not use (2i + 1) / C", lambda: _pe(n, d, base, exponent=lambda j, d: j / d)),
+        Mistake("the exponent is off by a factor of 2 and uses the column index: use 2i / C with i = column // 2",
+                lambda: _pe(n, d, base, exponent=lambda j, d: 2 * j / d)),
+        Mistake("the angle is t * base^(2i / C); it must be t / base^(2i / C) (a negative exponent)",
+                lambda: _pe(n, d, base, multiply=True)),
+        Mistake("the positions start at 1; they start at 0 (the first row is sin 0 = 0, cos 0 = 1)",
+                lambda: _pe(n, d, base, start=1)),
+    ]
+
+
+def check_sinusoidal_encoding(sinusoidal_encoding, hidden: bool = False) -> None:
+    """Check ``sinusoidal_encoding(n_positions, d_model, base=10000.0)`` (interleaved sin/cos)."""
+    __tracebackhide__ = True  # IPython hides this frame: students see their cell and the message
+    forbidden = [
+        Forbidden("transformer_lab's reference sinusoidal_encoding", function=_ref.sinusoidal_encoding),
+        Forbidden("transformer_lab's sinusoidal_encoding_2d", function=_ref.sinusoidal_encoding_2d),
+        Forbidden("transformer_lab's SinusoidalPositionalEncoding", codes={_ref.SinusoidalPositionalEncoding.__init__.__code__}),
+    ]
+    run = Runner("check_sinusoidal_encoding", sinusoidal_encoding, forbidden, hidden,
+                 lambda e, c: _signature_hint(e, "sinusoidal_encoding(n_positions, d_model, base=10000.0)"))
+    specs = [(1, 2, None), (4, 4, None), (10, 8, None), (50, 16, None), (7, 6, None), (6, 8, 100.0)]
+    if hidden:
+        specs += [(200, 32, None), (3, 10, 1000.0), (16, 2, None), (9, 12, 10.0)]
+    for n, d, base in specs:
+        kwargs = {} if base is None else {"base": base}
+        case = Case(f"n_positions={n}, d_model={d}" + (f", base={base}" if base else ""), (n, d), kwargs,
+                    f"n_positions={n}, d_model={d}" + (f", base={base}" if base else ""))
+        expected = _ref.sinusoidal_encoding(n, d, base if base else 10000.0)
+
+        def hint(got: tuple, n=n, d=d) -> str | None:
+            if got == (d, n) and n != d:
+                return "that is (d_model, n_positions): one row per position, one column per feature"
+            return None
+
+        out = run.expect_tensor(run.call(case), case, expected.shape, torch.float32, shape_hint=hint)
+        if not run.close(out, expected, ATOL, RTOL):
+            message = run.diagnose(out, _mistakes(n, d, base if base else 10000.0), ATOL, RTOL)
+            run.fail(message or run.mismatch(out, expected, "encoding"), case)
+    run.passed()

@@ -1,0 +1,137 @@
+"""The ``tlab`` command: author, release and grade the course.
+
+    tlab author [PATHS] [--check]     tags -> nbgrader metadata, strip outputs, validate
+    tlab release [--check]            regenerate notebooks/ from solutions/ (or verify it)
+    tlab grade ASSIGNMENT [options]   autograde + feedback + export, with a status report
+
+Run ``tlab COMMAND --help`` for the options. Exit status: 0 on success, 1 when a check fails
+or something could not be done, 2 for bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+__all__ = ["main"]
+
+
+def _root(args) -> Path:
+    from transformer_lab.grading.course import find_course_root
+
+    return find_course_root(args.root) if args.root else find_course_root()
+
+
+def _cmd_author(args) -> int:
+    from transformer_lab.grading.authoring import author_paths
+
+    paths = args.paths
+    if not paths:
+        from transformer_lab.grading.course import read_course_dirs
+
+        root = _root(args)
+        paths = [root / read_course_dirs(root)["source"]]
+    results = author_paths(paths, check=args.check)
+    if not results:
+        print("tlab author: no notebooks found.")
+        return 0
+    bad = 0
+    for r in results:
+        for w in r.warnings:
+            print(f"warning: {r.path}: {w}")
+        for e in r.errors:
+            print(f"error: {r.path}: {e}")
+        if args.check and r.changes:
+            print(f"not normalised: {r.path}:")
+            for c in r.changes[:10]:
+                print(f"    {c}")
+            if len(r.changes) > 10:
+                print(f"    ... and {len(r.changes) - 10} more")
+        elif r.written:
+            print(f"normalised: {r.path} ({len(r.changes)} change(s))")
+        bad += bool(r.errors or (args.check and r.changes))
+    verdict = "OK" if not bad else f"{bad} notebook(s) need attention"
+    print(f"tlab author{' --check' if args.check else ''}: {len(results)} notebook(s), {verdict}.")
+    return 1 if bad else 0
+
+
+def _cmd_release(args) -> int:
+    from transformer_lab.grading.release import release
+
+    result = release(_root(args), check=args.check, assignments=args.assignments or None)
+    if args.check:
+        for d in result.differences:
+            print(f"stale: {d}")
+        if result.differences:
+            print("tlab release --check: the release directory is NOT what nbgrader generates; run `tlab release`.")
+            return 1
+        print(f"tlab release --check: {len(result.assignments)} assignment(s) match the release exactly.")
+        return 0
+    for name in result.removed:
+        print(f"removed stale release folder: {name}")
+    print(f"tlab release: released {len(result.assignments)} assignment(s): {', '.join(result.assignments) or '-'}")
+    return 0
+
+
+def _cmd_grade(args) -> int:
+    from transformer_lab.grading.autograde import GradeOptions, grade
+
+    options = GradeOptions(
+        students=args.student or None,
+        force=args.force,
+        timeout=args.timeout,
+        budget=args.budget,
+        feedback=not args.no_feedback,
+        export=not args.no_export,
+        quiet=args.quiet,
+    )
+    root = _root(args)
+    report = grade(root, args.assignment, options)
+    print(report.summary())
+    print(f"Report: {report.csv_path(root, args.assignment)}")
+    return 0 if report.all_graded else 1
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="tlab", description="Author, release and grade the transformer-lab course.")
+    parser.add_argument("--root", help="course directory (default: nearest folder with nbgrader_config.py)")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("author", help="turn cell tags into nbgrader metadata, strip outputs, validate")
+    p.add_argument("paths", nargs="*", help="notebooks or folders (default: the source directory)")
+    p.add_argument("--check", action="store_true", help="only report; exit 1 if anything is not normalised")
+    p.set_defaults(func=_cmd_author)
+
+    p = sub.add_parser("release", help="regenerate the student notebooks from the solutions")
+    p.add_argument("assignments", nargs="*", help="only these assignments (default: all)")
+    p.add_argument("--check", action="store_true", help="verify the release directory instead of writing it")
+    p.set_defaults(func=_cmd_release)
+
+    p = sub.add_parser("grade", help="autograde, write feedback and export grades for one assignment")
+    p.add_argument("assignment")
+    p.add_argument("--student", action="append", help="grade only this student (repeatable)")
+    p.add_argument("--force", action="store_true", help="regrade submissions that were graded already")
+    p.add_argument("--timeout", type=int, default=None, help="per-cell timeout in seconds (default: config)")
+    p.add_argument("--budget", type=float, default=None, help="seconds per submission before cells get a short timeout")
+    p.add_argument("--no-feedback", action="store_true", help="skip the HTML feedback")
+    p.add_argument("--no-export", action="store_true", help="skip nbgrader's CSV export")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=_cmd_grade)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``tlab`` console script."""
+    from transformer_lab.grading.course import CourseError
+
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (CourseError, FileNotFoundError) as exc:
+        print(f"tlab {args.command}: error: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,278 @@
+"""``tlab grade ASSIGNMENT``: autograde, feedback and export that always finish with a report.
+
+Steps (one nbgrader child process for all of them, see ``_driver``):
+
+1. Refresh the gradebook from ``solutions/`` (``generate_assignment`` into a temporary folder,
+   so ``notebooks/`` is not touched; a warning if ``notebooks/`` is stale).
+2. For each submission in ``submitted/STUDENT/ASSIGNMENT/`` that is new or changed since it was
+   last graded (all of them with ``--force``): pre-flight (invalid files reported, deleted cells
+   restored, see :mod:`.integrity`), then ``nbgrader autograde`` on the staged copy with
+   ``TLAB_GRADING=1``, a per-cell timeout and a per-submission budget (:mod:`.execute`), then
+   ``nbgrader generate_feedback`` (hidden tests removed).
+3. ``nbgrader export`` to ``reports/nbgrader_grades.csv`` and our own report
+   ``reports/ASSIGNMENT_grades.csv`` with a status column (:mod:`.report`).
+
+If the nbgrader process itself stops responding, it is killed, the student it was working on
+is reported, and a new process carries on with the others. Grades of earlier runs are kept:
+before a graded submission is regraded its autograded notebook and feedback are backed up,
+and restored if the regrade fails.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import re
+import shutil
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from transformer_lab.grading.course import (
+    CourseError,
+    assignment_notebooks,
+    read_course_dirs,
+    run_driver,
+)
+from transformer_lab.grading.integrity import fingerprint
+from transformer_lab.grading.release import compare_trees
+from transformer_lab.grading.report import GRADED, NOT_GRADED, GradingReport, StudentResult
+
+__all__ = ["GradeOptions", "grade", "classify_failure"]
+
+
+@dataclass
+class GradeOptions:
+    """Options of ``tlab grade`` (None = the course's nbgrader_config.py setting)."""
+
+    students: list[str] | None = None
+    force: bool = False
+    timeout: int | None = None  # per cell, seconds
+    budget: float | None = None  # per submission, seconds (GuardedExecute.submission_budget)
+    feedback: bool = True
+    export: bool = True
+    quiet: bool = False  # no progress bar
+
+
+def classify_failure(event: dict) -> str:
+    """One sentence saying why nbgrader could not grade a submission."""
+    pre = event.get("preflight") or {}
+    if pre and not pre.get("ok", True):
+        return pre.get("reason") or "the submission could not be read"
+    if str(event.get("error", "")).startswith("the grading process"):
+        return event["error"]
+    text = " ".join(str(event.get(k, "")) for k in ("error",)) + " " + " ".join(
+        str((event.get("autograde") or {}).get(k, "")) for k in ("error", "log")
+    )
+    if "DeadKernelError" in text or "Kernel died" in text or "kernel died" in text:
+        return "the kernel died while running the notebook (e.g. os._exit, a crash or running out of memory)"
+    if "UnresponsiveKernelError" in text or "became unresponsive" in text:
+        return "the kernel stopped responding and could not be interrupted"
+    if "Duplicate grade id" in text or "ValidationError" in text or "SchemaTooOld" in text:
+        return "the notebook's nbgrader metadata is damaged (edited by hand?)"
+    if "CellExecutionError" in text or "CellTimeoutError" in text:
+        return "a cell could not be executed within the limits"
+    errors = [
+        ln.strip()
+        for ln in text.splitlines()
+        if re.match(r"^\s*[\w.]*(Error|Exception)\b.*:", ln) and "NbGraderException" not in ln
+    ]
+    if errors:
+        return "nbgrader failed: " + errors[-1][:200]
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    return "nbgrader failed: " + (lines[-1][:200] if lines else "unknown error")
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def grade(root: Path, assignment: str, options: GradeOptions | None = None) -> GradingReport:
+    """Grade every new or changed submission of ``assignment``; return (and save) the report."""
+    options = options or GradeOptions()
+    root = Path(root).resolve()
+    dirs = read_course_dirs(root)
+    source = root / dirs["source"] / assignment
+    if not assignment_notebooks(source):
+        raise CourseError(f"expected the assignment's notebooks in {source}, but found none.")
+    submitted_root = root / dirs["submitted"]
+    report = GradingReport.load(root, assignment)
+    all_students = sorted(
+        p.name for p in submitted_root.iterdir() if (p / assignment).is_dir()
+    ) if submitted_root.is_dir() else []
+    if options.students:
+        unknown = sorted(set(options.students) - set(all_students))
+        if unknown:
+            raise CourseError(
+                f"expected students with a folder {dirs['submitted']}/STUDENT/{assignment}, "
+                f"but found none for {', '.join(unknown)}."
+            )
+        all_students = [s for s in all_students if s in options.students]
+
+    # Which submissions need (re)grading?
+    todo: list[str] = []
+    prints: dict[str, str] = {}
+    for sid in all_students:
+        prints[sid] = fingerprint(submitted_root / sid / assignment)
+        previous = report.students.get(sid)
+        if options.force or previous is None or previous.status != GRADED or previous.fingerprint != prints[sid]:
+            todo.append(sid)
+
+    tlab = root / ".tlab"
+    staging_root = tlab / "staging" / assignment / "submitted"
+    if staging_root.exists():
+        shutil.rmtree(staging_root)
+    backups = _backup(root, dirs, assignment, [s for s in todo if _was_graded(report, s)])
+
+    config: dict = {"CourseDirectory.submitted_directory": str(staging_root.relative_to(root))}
+    if options.timeout is not None:
+        config["Execute.timeout"] = int(options.timeout)
+    if options.budget is not None:
+        config["GuardedExecute.submission_budget"] = float(options.budget)
+    cell_timeout = options.timeout or 30
+    budget = options.budget if options.budget is not None else 120.0
+    idle = budget + 4 * cell_timeout + 180.0  # a submission can never legitimately take longer
+
+    events_by_student: dict[str, dict] = {}
+    other_events: list[dict] = []
+    with tempfile.TemporaryDirectory(prefix="tlab-grade-") as tmp:
+        release_dir = Path(tmp) / "release"
+        remaining = list(todo)
+        first_pass = True
+        progress = _progress(len(todo), options.quiet)
+        while first_pass or remaining:
+            ops = [{"op": "generate_assignment", "assignment": assignment, "release_dir": str(release_dir)}]
+            for sid in remaining:
+                ops.append({
+                    "op": "grade_student", "assignment": assignment, "student": sid,
+                    "submission": str(submitted_root / sid / assignment),
+                    "staging": str(staging_root / sid / assignment),
+                    "release_dir": str(release_dir), "feedback": options.feedback,
+                })
+            ops.append({"op": "scores", "assignment": assignment})
+            if options.export:
+                ops.append({"op": "export", "to": str(root / "reports" / "nbgrader_grades.csv")})
+            (root / "reports").mkdir(exist_ok=True)
+
+            def on_event(event: dict) -> None:
+                if event["op"] == "grade_student":
+                    events_by_student[event["student"]] = event
+                    if progress is not None:
+                        progress.update(1)
+                        progress.set_postfix_str(event["student"])
+                else:
+                    other_events.append(event)
+
+            events, code, stderr = run_driver(
+                {"root": str(root), "ops": ops, "config": config, "guarded": True},
+                on_event=on_event,
+                env={"TLAB_GRADING": "1"},
+                idle_timeout=idle,
+            )
+            first_pass = False
+            gen = next((e for e in events if e["op"] == "generate_assignment"), None)
+            if gen is None or not gen.get("success"):
+                if progress is not None:
+                    progress.close()
+                detail = (gen or {}).get("error") or (gen or {}).get("log") or stderr
+                raise CourseError(f"could not load {assignment} into the gradebook:\n{(detail or '')[-3000:]}")
+            stuck = [sid for sid in remaining if sid not in events_by_student]
+            if stuck:
+                # The process died or hung on stuck[0]; report it and carry on with the rest.
+                events_by_student[stuck[0]] = {
+                    "op": "grade_student", "student": stuck[0], "success": False,
+                    "error": "the grading process stopped responding on this submission and was restarted"
+                    if code == -9 else f"the grading process crashed (exit code {code}): {stderr[-300:]}",
+                }
+                if progress is not None:
+                    progress.update(1)
+                remaining = stuck[1:]
+            else:
+                remaining = []
+        if progress is not None:
+            progress.close()
+
+        released_now = release_dir / assignment
+        diffs = compare_trees(released_now, root / dirs["release"] / assignment) if released_now.is_dir() else []
+        if diffs:
+            report.warnings.append(
+                f"{dirs['release']}/{assignment} is not what {dirs['source']}/{assignment} generates now "
+                f"(students may have worked on a stale version): {diffs[0]}"
+            )
+
+    scores = next((e.get("scores", {}) for e in reversed(other_events) if e["op"] == "scores"), {})
+    export = next((e for e in other_events if e["op"] == "export"), None)
+    if export is not None and not export.get("success"):
+        report.warnings.append(f"nbgrader export failed: {(export.get('error') or '')[-300:]}")
+    max_score = next((s.get("max_score") for s in scores.values()), None)
+    report.max_score = max_score if max_score is not None else report.max_score
+
+    for sid in todo:
+        event = events_by_student.get(sid, {"success": False, "error": "not processed"})
+        previous = report.students.get(sid)
+        prev_score = previous.score if previous and previous.status == GRADED else (previous.previous_score if previous else None)
+        result = StudentResult(sid, fingerprint=prints[sid], graded_at=_now(), seconds=event.get("seconds"))
+        pre = event.get("preflight") or {}
+        result.notes = list(pre.get("notes", []))
+        feedback = event.get("feedback_result")
+        if event.get("success"):
+            row = scores.get(sid, {})
+            result.status, result.score, result.max_score = GRADED, row.get("score"), row.get("max_score", max_score)
+            result.timeouts = int(event.get("timeouts") or 0)
+            if result.timeouts:
+                result.notes.append(f"{result.timeouts} cell(s) interrupted at the time limit")
+            if row.get("needs_manual_grade"):
+                result.notes.append("needs manual grading")
+            if feedback is not None and not feedback.get("success"):
+                result.notes.append("feedback could not be generated")
+            if result.score is None:
+                result.status, result.reason = NOT_GRADED, "nbgrader recorded no score"
+        else:
+            result.status, result.reason = NOT_GRADED, classify_failure(event)
+            result.previous_score = prev_score
+            if sid in backups:
+                _restore(root, dirs, assignment, sid, backups[sid])
+                result.notes.append("previous autograded notebook and feedback kept")
+        report.students[sid] = result
+        report.graded_now.append(sid)
+    if backups:
+        shutil.rmtree(tlab / "backup" / assignment, ignore_errors=True)
+    report.save(root)
+    return report
+
+
+def _was_graded(report: GradingReport, sid: str) -> bool:
+    r = report.students.get(sid)
+    return r is not None and r.status == GRADED
+
+
+def _backup(root: Path, dirs: dict, assignment: str, students: list[str]) -> dict[str, Path]:
+    """Copy the autograded notebooks and feedback of ``students`` aside before regrading."""
+    saved = {}
+    for sid in students:
+        dest = root / ".tlab" / "backup" / assignment / sid
+        if dest.exists():
+            shutil.rmtree(dest)
+        for key in ("autograded", "feedback"):
+            src = root / dirs[key] / sid / assignment
+            if src.is_dir():
+                shutil.copytree(src, dest / key)
+        saved[sid] = dest
+    return saved
+
+
+def _restore(root: Path, dirs: dict, assignment: str, sid: str, backup: Path) -> None:
+    for key in ("autograded", "feedback"):
+        src, dest = backup / key, root / dirs[key] / sid / assignment
+        if src.is_dir():
+            if dest.exists():
+                shutil.rmtree(dest)
+            shutil.copytree(src, dest)
+
+
+def _progress(total: int, quiet: bool):
+    if quiet or total == 0:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc="grading", unit="submission", file=sys.stderr)

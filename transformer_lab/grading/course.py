@@ -1,0 +1,164 @@
+"""Where the course lives on disk, and how to run nbgrader against it.
+
+The course directory is the folder holding ``nbgrader_config.py`` (the repository root for
+this course). nbgrader itself runs in a child process (:mod:`transformer_lab.grading._driver`)
+so that one slow, crashing or hanging student notebook can never take the ``tlab`` command
+down with it, and so that several nbgrader steps share one ~3 s start-up.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+__all__ = [
+    "CourseError",
+    "find_course_root",
+    "read_course_dirs",
+    "list_assignments",
+    "assignment_notebooks",
+    "run_driver",
+]
+
+CONFIG_NAME = "nbgrader_config.py"
+
+
+class CourseError(RuntimeError):
+    """A problem with the course directory that the instructor must fix (clear message)."""
+
+
+def find_course_root(start: str | os.PathLike | None = None) -> Path:
+    """Return the nearest folder at or above ``start`` (default: cwd) holding nbgrader_config.py."""
+    here = Path(start or os.getcwd()).resolve()
+    for folder in [here, *here.parents]:
+        if (folder / CONFIG_NAME).is_file():
+            return folder
+    raise CourseError(
+        f"expected a course directory containing {CONFIG_NAME} at or above {here}, but found none; "
+        f"run tlab from the course folder or pass --root."
+    )
+
+
+def read_course_dirs(root: Path) -> dict[str, str]:
+    """Read the directory names nbgrader will use from the course's nbgrader_config.py.
+
+    Returns a dict with ``source``, ``release``, ``submitted``, ``autograded``, ``feedback``.
+    """
+    from traitlets.config.loader import PyFileConfigLoader
+
+    cfg = PyFileConfigLoader(CONFIG_NAME, path=str(root)).load_config()
+    cd = cfg.get("CourseDirectory", {})
+    return {
+        "source": cd.get("source_directory", "source"),
+        "release": cd.get("release_directory", "release"),
+        "submitted": cd.get("submitted_directory", "submitted"),
+        "autograded": cd.get("autograded_directory", "autograded"),
+        "feedback": cd.get("feedback_directory", "feedback"),
+    }
+
+
+def list_assignments(source_dir: Path) -> list[str]:
+    """Assignment folders under the source directory that contain at least one notebook."""
+    if not source_dir.is_dir():
+        return []
+    return sorted(
+        p.name
+        for p in source_dir.iterdir()
+        if p.is_dir() and not p.name.startswith(".") and any(p.glob("*.ipynb"))
+    )
+
+
+def assignment_notebooks(folder: Path) -> list[Path]:
+    """The notebooks of one assignment folder (top level only, as nbgrader grades them)."""
+    return sorted(p for p in folder.glob("*.ipynb") if not p.name.startswith("."))
+
+
+def run_driver(
+    job: dict,
+    *,
+    on_event: Callable[[dict], None] | None = None,
+    env: dict[str, str] | None = None,
+    idle_timeout: float | None = None,
+) -> tuple[list[dict], int, str]:
+    """Run a list of nbgrader operations in one child process.
+
+    Args:
+        job: ``{"root": ..., "config": {...overrides}, "ops": [...]}`` (see ``_driver``).
+        on_event: called with every result as soon as the child reports it.
+        env: extra environment variables for the child.
+        idle_timeout: kill the child if it reports nothing for this many seconds.
+    Returns:
+        ``(events, returncode, stderr_tail)``; ``returncode`` is ``-9`` if the watchdog killed it.
+    """
+    child_env = dict(os.environ)
+    child_env.update(env or {})
+    # The driver imports this package; make sure it resolves to the same copy as ours.
+    package_parent = str(Path(__file__).resolve().parents[2])
+    child_env["PYTHONPATH"] = os.pathsep.join(
+        [package_parent] + ([child_env["PYTHONPATH"]] if child_env.get("PYTHONPATH") else [])
+    )
+    proc = subprocess.Popen(
+        # Run by path, not with -m: the driver then imports transformer_lab (and torch) only
+        # when it needs the grading guards, which saves seconds on every release.
+        [sys.executable, str(Path(__file__).with_name("_driver.py"))],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=child_env,
+        cwd=job["root"],
+    )
+    stderr_chunks: list[str] = []
+
+    def drain_stderr() -> None:
+        for line in proc.stderr:  # keep only the tail: nbgrader logs a lot
+            stderr_chunks.append(line)
+            del stderr_chunks[:-200]
+
+    drainer = threading.Thread(target=drain_stderr, daemon=True)
+    drainer.start()
+    proc.stdin.write(json.dumps(job))
+    proc.stdin.close()
+
+    events: list[dict] = []
+    killed = False
+    watchdog: threading.Timer | None = None
+
+    def kill() -> None:
+        nonlocal killed
+        killed = True
+        proc.kill()
+
+    def arm() -> None:
+        nonlocal watchdog
+        if watchdog is not None:
+            watchdog.cancel()
+        if idle_timeout:
+            watchdog = threading.Timer(idle_timeout, kill)
+            watchdog.daemon = True
+            watchdog.start()
+
+    arm()
+    for line in _lines(proc.stdout):
+        arm()
+        if not line.startswith("@@tlab "):
+            continue  # anything else a library printed on stdout
+        event = json.loads(line[len("@@tlab ") :])
+        events.append(event)
+        if on_event is not None:
+            on_event(event)
+    if watchdog is not None:
+        watchdog.cancel()
+    proc.wait()
+    drainer.join(timeout=5)
+    return events, (-9 if killed else proc.returncode), "".join(stderr_chunks)
+
+
+def _lines(stream) -> Iterator[str]:
+    for line in stream:
+        yield line.rstrip("\n")
