@@ -17,7 +17,6 @@ import nbformat
 
 ROOT = Path(__file__).resolve().parents[1]
 STUDENT_NOTEBOOK = ROOT / "notebooks" / "01_self_attention" / "01_self_attention.ipynb"
-FIXTURE_NOTEBOOK = ROOT / "tests" / "fixtures" / "widgets_demo.ipynb"
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--headless",
@@ -50,11 +49,10 @@ def ensure_chromium() -> str | None:
 
 
 def notebook_to_open() -> Path:
-    """``$TLAB_BROWSER_NOTEBOOK`` if set, else the student notebook of lesson 1 once it exists,
-    else the demo fixture."""
+    """``$TLAB_BROWSER_NOTEBOOK`` if set, else the student notebook of lesson 1."""
     if os.environ.get("TLAB_BROWSER_NOTEBOOK"):
         return Path(os.environ["TLAB_BROWSER_NOTEBOOK"])
-    return STUDENT_NOTEBOOK if STUDENT_NOTEBOOK.exists() else FIXTURE_NOTEBOOK
+    return STUDENT_NOTEBOOK
 
 
 def _is_graded_cell(cell: nbformat.NotebookNode) -> bool:

@@ -1,8 +1,7 @@
 """A real browser: JupyterLab in Chromium, run the explorer cell, move a slider, see the plot change.
 
-Opens ``notebooks/01_self_attention/01_self_attention.ipynb`` when it exists (else the demo
-fixture ``tests/fixtures/widgets_demo.ipynb``; or any notebook named by the environment variable
-``TLAB_BROWSER_NOTEBOOK``) as a trimmed temporary copy: its set-up cells and its first explorer
+Opens the student notebook ``notebooks/01_self_attention/01_self_attention.ipynb`` (or any
+notebook named by the environment variable ``TLAB_BROWSER_NOTEBOOK``) as a trimmed temporary copy: its set-up cells and its first explorer
 cell. Screenshots and the measured round trip go to ``tests/screenshots/``.
 
 Chromium is Debian's (``/usr/bin/chromium``), installed with apt-get by the session fixture if
