@@ -84,6 +84,65 @@ def good_cross_attention(x_q, x_kv, w_q, w_k, w_v, mask=None):
     return good_sdpa(x_q @ w_q, x_kv @ w_k, x_kv @ w_v, mask)
 
 
+def good_macs(T, C, D):
+    return 3 * T * C * D + 2 * T * T * D
+
+
+def good_to_torch_mha(w_q, w_k, w_v, w_o, n_heads):
+    module = torch.nn.MultiheadAttention(w_q.shape[0], n_heads, bias=False, batch_first=True)
+    with torch.no_grad():
+        module.in_proj_weight.copy_(torch.cat([w_q.T, w_k.T, w_v.T], dim=0))
+        module.out_proj.weight.copy_(w_o.T)
+    return module.eval()
+
+
+def _theta(d, base):
+    return base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+
+
+def good_shift_matrix(k, d_model, base=10000.0):
+    angle = k * _theta(d_model, base)
+    m = torch.zeros(d_model, d_model)
+    for i, a in enumerate(angle.tolist()):
+        m[2 * i : 2 * i + 2, 2 * i : 2 * i + 2] = torch.tensor([[math.cos(a), -math.sin(a)], [math.sin(a), math.cos(a)]])
+    return m
+
+
+def good_offset_dot_product(k, d_model, base=10000.0):
+    return torch.cos(k.double().unsqueeze(-1) * _theta(d_model, base)).sum(-1).float()
+
+
+def good_apply_rope(x, base=10000.0, _positions=None, _theta_fn=_theta, _sign=1.0):
+    T, D = x.shape[-2:]
+    t = torch.arange(T, dtype=torch.float64) if _positions is None else _positions(T)
+    angles = _sign * t[:, None] * _theta_fn(D, base)[None, :]  # (T, D/2)
+    cos, sin = angles.cos().float(), angles.sin().float()
+    even, odd = x[..., 0::2], x[..., 1::2]
+    return torch.stack([even * cos - odd * sin, even * sin + odd * cos], dim=-1).reshape(x.shape)
+
+
+def good_future_leaks(attend, T, C, seed=0, _equal=torch.equal):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(T, C, generator=g)
+    with torch.no_grad():
+        reference = attend(x)
+        for j in range(1, T):
+            changed = x.clone()
+            changed[j] = torch.randn(C, generator=g)
+            if not _equal(attend(changed)[:j], reference[:j]):
+                return True
+    return False
+
+
+def good_pad_and_truncate(sequences, max_len, pad_id):
+    if max_len < 1:
+        raise ValueError(f"max_len must be at least 1, but received max_len={max_len}.")
+    kept = [s[:max_len] for s in sequences]
+    L = max(len(s) for s in kept)
+    ids = torch.tensor([s + [pad_id] * (L - len(s)) for s in kept], dtype=torch.long).reshape(len(kept), L)
+    return ids, torch.tensor([len(s) for s in kept], dtype=torch.long)
+
+
 GOOD = [
     (checks.check_softmax, good_softmax),
     (checks.check_softmax, attention.softmax),  # the package's reference passes its own check... see below
@@ -99,6 +158,13 @@ GOOD = [
     (checks.check_causal_mask, good_causal),
     (checks.check_padding_mask, good_padding),
     (checks.check_layer_norm, good_layer_norm),
+    (checks.check_self_attention_macs, good_macs),
+    (checks.check_to_torch_mha, good_to_torch_mha),
+    (checks.check_shift_matrix, good_shift_matrix),
+    (checks.check_offset_dot_product, good_offset_dot_product),
+    (checks.check_apply_rope, good_apply_rope),
+    (checks.check_future_leaks, good_future_leaks),
+    (checks.check_pad_and_truncate, good_pad_and_truncate),
 ]
 
 
@@ -393,6 +459,138 @@ def bug_cross_kv_from_q(x_q, x_kv, w_q, w_k, w_v, mask=None):
     return good_sdpa(x_q @ w_q, x_q @ w_k, x_q @ w_v)
 
 
+def bug_macs_projections_only(T, C, D):
+    return 3 * T * C * D
+
+
+def bug_macs_one_product(T, C, D):
+    return 3 * T * C * D + T * T * D
+
+
+def bug_macs_no_projections(T, C, D):
+    return 2 * T * T * D
+
+
+def bug_macs_flops(T, C, D):
+    return 2 * (3 * T * C * D + 2 * T * T * D)
+
+
+def bug_macs_tensor(T, C, D):
+    return torch.tensor(3 * T * C * D + 2 * T * T * D)
+
+
+def bug_to_torch_untransposed(w_q, w_k, w_v, w_o, n_heads):
+    return good_to_torch_mha(w_q.T, w_k.T, w_v.T, w_o.T, n_heads)
+
+
+def bug_to_torch_out_untransposed(w_q, w_k, w_v, w_o, n_heads):
+    return good_to_torch_mha(w_q, w_k, w_v, w_o.T, n_heads)
+
+
+def bug_to_torch_order(w_q, w_k, w_v, w_o, n_heads):
+    return good_to_torch_mha(w_k, w_q, w_v, w_o, n_heads)
+
+
+def bug_to_torch_training(w_q, w_k, w_v, w_o, n_heads):
+    return good_to_torch_mha(w_q, w_k, w_v, w_o, n_heads).train()
+
+
+def bug_shift_transposed(k, d_model, base=10000.0):
+    return good_shift_matrix(k, d_model, base).T
+
+
+def bug_shift_wrong_shape(k, d_model, base=10000.0):
+    return good_shift_matrix(k, d_model, base)[: d_model // 2]
+
+
+def bug_offset_all_columns(k, d_model, base=10000.0):
+    # sums over all C columns (each frequency counted twice)
+    return 2 * good_offset_dot_product(k, d_model, base)
+
+
+def bug_offset_scalar(k, d_model, base=10000.0):
+    return good_offset_dot_product(k, d_model, base).sum()
+
+
+def bug_rope_wrong_way(x, base=10000.0):
+    return good_apply_rope(x, base, _sign=-1.0)
+
+
+def bug_rope_from_one(x, base=10000.0):
+    return good_apply_rope(x, base, _positions=lambda T: torch.arange(1, T + 1, dtype=torch.float64))
+
+
+def bug_rope_exponent(x, base=10000.0):
+    return good_apply_rope(x, base, _theta_fn=lambda d, b: b ** (-torch.arange(0, d, 2, dtype=torch.float64) / 2 / d))
+
+
+def bug_rope_halves(x, base=10000.0):
+    D = x.shape[-1]
+    perm = torch.cat([torch.arange(0, D // 2)[:, None], torch.arange(D // 2, D)[:, None]], dim=1).flatten()
+    # pairs channel i with i + D/2: interleave the halves, rotate as pairs, undo the interleaving
+    return good_apply_rope(x[..., perm], base)[..., perm.argsort()]
+
+
+def bug_leaks_loose_tolerance(attend, T, C, seed=0):
+    # "small changes are noise": the denominator leak moves the outputs by less than 0.3 here
+    return good_future_leaks(attend, T, C, seed, _equal=lambda a, b: torch.allclose(a, b, atol=0.3))
+
+
+def bug_leaks_only_last_token(attend, T, C, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(T, C, generator=g)
+    changed = x.clone()
+    changed[T - 1] = torch.randn(C, generator=g)  # only the last token, compared with the row before it
+    return not torch.equal(attend(changed)[T - 2 : T - 1], attend(x)[T - 2 : T - 1]) if T > 1 else False
+
+
+def bug_leaks_diagonal_counts(attend, T, C, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(T, C, generator=g)
+    for j in range(T):  # also compares position j itself, which may legitimately change
+        changed = x.clone()
+        changed[j] = torch.randn(C, generator=g)
+        if not torch.equal(attend(changed)[: j + 1], attend(x)[: j + 1]):
+            return True
+    return False
+
+
+def bug_leaks_tensor(attend, T, C, seed=0):
+    return torch.tensor(good_future_leaks(attend, T, C, seed))
+
+
+def bug_pad_to_max_len(sequences, max_len, pad_id):
+    if max_len < 1:
+        raise ValueError("max_len must be at least 1.")
+    kept = [s[:max_len] for s in sequences]
+    ids = torch.tensor([s + [pad_id] * (max_len - len(s)) for s in kept], dtype=torch.long)
+    return ids, torch.tensor([len(s) for s in kept], dtype=torch.long)
+
+
+def bug_pad_left(sequences, max_len, pad_id):
+    ids, lengths = good_pad_and_truncate(sequences, max_len, pad_id)
+    L = ids.shape[1]
+    left = [[pad_id] * (L - len(s[:max_len])) + s[:max_len] for s in sequences]
+    return torch.tensor(left, dtype=torch.long).reshape(ids.shape), lengths
+
+
+def bug_pad_lengths_before_truncation(sequences, max_len, pad_id):
+    ids, _ = good_pad_and_truncate(sequences, max_len, pad_id)
+    return ids, torch.tensor([len(s) for s in sequences], dtype=torch.long)
+
+
+def bug_pad_float_ids(sequences, max_len, pad_id):
+    ids, lengths = good_pad_and_truncate(sequences, max_len, pad_id)
+    return ids.float(), lengths
+
+
+def bug_pad_no_validation(sequences, max_len, pad_id):
+    kept = [s[:max_len] for s in sequences]
+    L = max(len(s) for s in kept)
+    ids = torch.tensor([s + [pad_id] * (L - len(s)) for s in kept], dtype=torch.long).reshape(len(kept), L)
+    return ids, torch.tensor([len(s) for s in kept], dtype=torch.long)
+
+
 CATALOGUE = [
     (checks.check_softmax, bug_softmax_dim0, "dimension 0"),
     (checks.check_softmax, bug_softmax_ignores_dim, "ignores the `dim`"),
@@ -444,6 +642,32 @@ CATALOGUE = [
     (checks.check_multi_head_attention, bug_mha_scale_C, "instead of sqrt(D)"),
     (checks.check_multi_head_attention, bug_mha_kv_from_q, "x_kv"),
     (checks.check_multi_head_attention, bug_mha_column_vectors, "row vectors"),
+    (checks.check_self_attention_macs, bug_macs_projections_only, "counted the projections only"),
+    (checks.check_self_attention_macs, bug_macs_one_product, "Only one of the two T x T products"),
+    (checks.check_self_attention_macs, bug_macs_no_projections, "three projections X W"),
+    (checks.check_self_attention_macs, bug_macs_flops, "That is FLOPs"),
+    (checks.check_self_attention_macs, bug_macs_tensor, "return a Python int"),
+    (checks.check_to_torch_mha, bug_to_torch_untransposed, "in_proj_weight holds W_q untransposed"),
+    (checks.check_to_torch_mha, bug_to_torch_out_untransposed, "out_proj.weight holds W_o untransposed"),
+    (checks.check_to_torch_mha, bug_to_torch_order, "queries, then keys, then values"),
+    (checks.check_to_torch_mha, bug_to_torch_training, ".eval()"),
+    (checks.check_shift_matrix, bug_shift_transposed, "Your matrix is the transpose"),
+    (checks.check_shift_matrix, bug_shift_wrong_shape, "should have shape (8, 8)"),
+    (checks.check_offset_dot_product, bug_offset_all_columns, "twice the dot product"),
+    (checks.check_offset_dot_product, bug_offset_scalar, "one value per offset"),
+    (checks.check_apply_rope, bug_rope_wrong_way, "rotated the wrong way"),
+    (checks.check_apply_rope, bug_rope_from_one, "positions start at 1"),
+    (checks.check_apply_rope, bug_rope_exponent, "not i/D"),
+    (checks.check_apply_rope, bug_rope_halves, "not (i, i + D/2)"),
+    (checks.check_future_leaks, bug_leaks_loose_tolerance, "compare exactly"),
+    (checks.check_future_leaks, bug_leaks_only_last_token, "LAST token to the FIRST query"),
+    (checks.check_future_leaks, bug_leaks_diagonal_counts, "does not leak, yet your detector said True"),
+    (checks.check_future_leaks, bug_leaks_tensor, "return True or False"),
+    (checks.check_pad_and_truncate, bug_pad_to_max_len, "not to max_len"),
+    (checks.check_pad_and_truncate, bug_pad_left, "padded on the left"),
+    (checks.check_pad_and_truncate, bug_pad_lengths_before_truncation, "(after truncation)"),
+    (checks.check_pad_and_truncate, bug_pad_float_ids, "ids must be a torch.long tensor"),
+    (checks.check_pad_and_truncate, bug_pad_no_validation, "max_len=0 should raise a ValueError"),
 ]
 
 
@@ -569,6 +793,21 @@ def test_switching_off_the_call_monitor_is_detected():
         checks.check_softmax(sneaky)
 
 
+def _rope_cos_sin(x, base):
+    angles = torch.arange(x.shape[-2], dtype=torch.float64)[:, None] * _theta(x.shape[-1], base)[None, :]
+    return angles.cos().float(), angles.sin().float()
+
+
+def _offset_via_encodings(k, d, base):
+    pe = positional.sinusoidal_encoding(100, d, base)
+    return (pe[40][None, :] * pe[40 + k]).sum(-1)
+
+
+def _macs_via_module(T, C, D):
+    attention.SelfAttention(C, D)(torch.randn(T, C))  # measuring instead of counting
+    return good_macs(T, C, D)
+
+
 @pytest.mark.parametrize(
     "check,impl",
     [
@@ -581,8 +820,14 @@ def test_switching_off_the_call_monitor_is_detected():
         (checks.check_layer_norm, lambda x, w, b, eps=1e-5: F.layer_norm(x, x.shape[-1:], w, b, eps)),
         (checks.check_split_heads, lambda x, h: heads.split_heads(x, h)),
         (checks.check_merge_heads, lambda x: heads.merge_heads(x)),
+        (checks.check_shift_matrix, lambda k, d, base=10000.0: positional.sinusoidal_shift_matrix(k, d, base)),
+        (checks.check_apply_rope, lambda x, base=10000.0: positional.RotaryEmbedding(x.shape[-1], base)(x)),
+        (checks.check_apply_rope, lambda x, base=10000.0: positional.apply_rotary(x, *_rope_cos_sin(x, base))),
+        (checks.check_offset_dot_product, lambda k, d, base=10000.0: _offset_via_encodings(k, d, base)),
+        (checks.check_self_attention_macs, lambda T, C, D: _macs_via_module(T, C, D)),
     ],
-    ids=["sdpa", "torch-sdpa", "causal", "padding", "sinusoidal", "layer_norm", "F.layer_norm", "split", "merge"],
+    ids=["sdpa", "torch-sdpa", "causal", "padding", "sinusoidal", "layer_norm", "F.layer_norm", "split", "merge",
+         "shift-matrix", "RotaryEmbedding", "apply_rotary", "offset-via-encodings", "macs-via-module"],
 )
 def test_every_reference_is_disabled(check, impl):
     with pytest.raises(AssertionError, match="disable"):

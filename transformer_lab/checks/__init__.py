@@ -36,6 +36,13 @@ Exercises and signatures:
     check_causal_mask                    causal_mask(T) -> (T, T) bool, True = may attend
     check_padding_mask                   padding_mask(lengths, S) -> (B, 1, 1, S) bool
     check_layer_norm                     layer_norm(x, weight, bias, eps=1e-5)
+    check_self_attention_macs            self_attention_macs(T, C, D) -> int multiply-adds
+    check_to_torch_mha                   to_torch_mha(w_q, w_k, w_v, w_o, n_heads) -> nn.MultiheadAttention
+    check_shift_matrix                   shift_matrix(k, d_model, base=10000.0) -> (C, C), p_t M_k = p_(t+k)
+    check_offset_dot_product             offset_dot_product(k, d_model, base=10000.0) -> p_t . p_(t+k), k's shape
+    check_apply_rope                     apply_rope(x, base=10000.0) -> (..., T, D) rotated pairs (2i, 2i+1)
+    check_future_leaks                   future_leaks(attend, T, C, seed=0) -> bool
+    check_pad_and_truncate               pad_and_truncate(sequences, max_len, pad_id) -> (ids, lengths)
 """
 
 from transformer_lab.checks import _core, _integrity
@@ -48,12 +55,28 @@ from transformer_lab.checks.attention import (
     check_cross_attention,
     check_scaled_dot_product_attention,
     check_self_attention,
+    check_self_attention_macs,
     check_softmax,
 )
 from transformer_lab.checks.blocks import check_layer_norm
-from transformer_lab.checks.heads import check_merge_heads, check_multi_head_attention, check_split_heads
-from transformer_lab.checks.masks import check_causal_mask, check_padding_mask
-from transformer_lab.checks.positional import check_sinusoidal_encoding
+from transformer_lab.checks.heads import (
+    check_merge_heads,
+    check_multi_head_attention,
+    check_split_heads,
+    check_to_torch_mha,
+)
+from transformer_lab.checks.masks import (
+    check_causal_mask,
+    check_future_leaks,
+    check_pad_and_truncate,
+    check_padding_mask,
+)
+from transformer_lab.checks.positional import (
+    check_apply_rope,
+    check_offset_dot_product,
+    check_shift_matrix,
+    check_sinusoidal_encoding,
+)
 
 __all__ = [
     "check_softmax",
@@ -67,6 +90,13 @@ __all__ = [
     "check_causal_mask",
     "check_padding_mask",
     "check_layer_norm",
+    "check_self_attention_macs",
+    "check_to_torch_mha",
+    "check_shift_matrix",
+    "check_offset_dot_product",
+    "check_apply_rope",
+    "check_future_leaks",
+    "check_pad_and_truncate",
     "verify_integrity",
 ]
 

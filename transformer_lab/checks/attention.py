@@ -6,6 +6,7 @@ Student-facing signatures:
     scaled_dot_product_attention(q, k, v, mask=None) -> (out, weights)
     self_attention(x, w_q, w_k, w_v) -> out or (out, weights)          row vectors: Q = X W_q
     cross_attention(x_q, x_kv, w_q, w_k, w_v, mask=None) -> out or (out, weights)
+    self_attention_macs(T, C, D) -> int, multiply-adds of one single-head self-attention
 """
 
 from __future__ import annotations
@@ -15,17 +16,19 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.overrides import TorchFunctionMode
 
 from transformer_lab import attention as _ref
 from transformer_lab import heads as _heads
 from transformer_lab.checks._core import Case, Mistake, Runner, describe_args, generator
-from transformer_lab.checks._integrity import Forbidden
+from transformer_lab.checks._integrity import TRUSTED, Forbidden
 
 __all__ = [
     "check_softmax",
     "check_scaled_dot_product_attention",
     "check_self_attention",
     "check_cross_attention",
+    "check_self_attention_macs",
 ]
 
 ATOL, RTOL = 1e-5, 1e-4
@@ -453,4 +456,73 @@ def check_cross_attention(cross_attention, hidden: bool = False) -> None:
             run.fail(message or run.mismatch(out, exp_out), case)
         if weights is not None and not run.close(weights, exp_w, ATOL, RTOL):
             run.fail("the output is right but the returned attention weights are not", case)
+    run.passed()
+
+
+# ---------------------------------------------------------------------------------------------
+# the cost of self-attention, compared with a measurement of the reference
+class _MultiplyAddCounter(TorchFunctionMode):
+    """Counts the multiply-adds of every matrix product PyTorch executes inside a `with` block."""
+
+    PRODUCTS = {torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__, torch.mm, torch.bmm, F.linear}
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.macs = 0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if func in self.PRODUCTS:
+            # every output entry is one dot product over the last dimension of the first operand
+            self.macs += out.numel() * args[0].shape[-1]
+        return out
+
+
+def _measured_macs(T: int, C: int, D: int) -> int:
+    """Multiply-adds of the matrix products executed in one run of the reference self-attention."""
+    with torch.random.fork_rng(devices=[]):  # the layer's init must not move the notebook's global RNG
+        layer = _ref.SelfAttention(C, D)  # W_q, W_k, W_v without bias
+    x = torch.randn(T, C, generator=generator(0))
+    with torch.no_grad(), _MultiplyAddCounter() as counter:
+        layer(x)
+    return counter.macs
+
+
+def check_self_attention_macs(self_attention_macs, hidden: bool = False) -> None:
+    """Check ``self_attention_macs(T, C, D) -> int`` against the multiply-adds measured while the
+    package's SelfAttention runs (three projections plus the two T x T products)."""
+    __tracebackhide__ = True  # IPython hides this frame: students see their cell and the message
+    forbidden = [Forbidden("transformer_lab's SelfAttention (count with the formula, do not measure)",
+                           function=_ref.SelfAttention.forward)]
+    run = Runner("check_self_attention_macs", self_attention_macs, forbidden, hidden,
+                 lambda e, c: _signature_hint(e, "self_attention_macs(T, C, D)"))
+    sizes = [(3, 2, 2), (10, 8, 4), (7, 16, 16), (64, 32, 8)]
+    if hidden:
+        sizes = [(1, 5, 3), (33, 12, 6), (128, 16, 16), (5, 64, 64)]
+    first_failure = None  # (message, case): kept while a size is ambiguous (e.g. 3TCD = 2T^2 D at T=3, C=2)
+    for T, C, D in sizes:
+        want = _measured_macs(T, C, D)  # measured before the student's code runs
+        case = Case(f"T={T}, C={C}, D={D}", (T, C, D), {}, f"T={T}, C={C}, D={D}")
+        got = run.call(case)
+        if TRUSTED.is_tensor(got) and got.numel() == 1:
+            run.fail("return a Python int (e.g. with int(...) or .item()), but received a tensor.", case)
+        if not isinstance(got, int) or isinstance(got, bool):
+            if got is None:
+                run.fail("your function returned None: did you forget `return`?", case)
+            run.fail(f"return a Python int, but received {type(got).__name__}.", case)
+        if got == want:
+            continue
+        hints = [hint for count, hint in (
+            (3 * T * C * D, " You counted the projections only; add the two T x T products."),
+            (3 * T * C * D + T * T * D, " Only one of the two T x T products is counted (scores and weights @ V)."),
+            (2 * T * T * D, " The three projections X W (T x C times C x D) are missing."),
+            (2 * want, " That is FLOPs (2 per multiply-add, as FLOP counters report); count multiply-adds."),
+        ) if got == count]
+        message = f"for T={T}, C={C}, D={D} the count is {want}, but received {got}."
+        if len(hints) == 1:
+            run.fail(message + hints[0], case)
+        if first_failure is None:
+            first_failure = (message, case)
+    if first_failure is not None:
+        run.fail(*first_failure)
     run.passed()
