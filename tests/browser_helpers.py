@@ -60,21 +60,29 @@ def _is_graded_cell(cell: nbformat.NotebookNode) -> bool:
     return bool(meta.get("solution") or meta.get("grade"))
 
 
-def _imports_something(source: str) -> bool:
-    """True if the cell has a top-level import (IPython magics are blanked before parsing)."""
+def _names(source: str, *, defined: bool) -> set[str]:
+    """Names a cell defines (functions, classes, assignments) or uses; IPython magics are blanked."""
     code = "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in source.splitlines())
     try:
         tree = ast.parse(code)
     except SyntaxError:
-        return False
-    return any(isinstance(node, (ast.Import, ast.ImportFrom)) for node in tree.body)
+        return set()
+    if defined:
+        return {
+            node.name if hasattr(node, "name") else node.id
+            for node in ast.walk(tree)
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef))
+            or (isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store))
+        }
+    return {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
 
 
 def explorer_notebook(source: Path, dest_dir: Path) -> tuple[Path, int, str]:
-    """Write a copy of ``source`` holding only its set-up cells and its first explorer cell.
+    """Write a copy of ``source`` holding the cells above its first explorer cell that run in an
+    unsolved student notebook, and that explorer cell.
 
-    Set-up cells are the code cells above the explorer cell that import something and are not
-    nbgrader answer or test cells (a student notebook's exercises are unsolved and would raise).
+    Left out: nbgrader answer and test cells, and every cell that uses a name an answer cell
+    defines (instant checks, demos of the student's function): unsolved, they would raise.
 
     Returns:
         (path of the copy, number of code cells in it, source of the explorer cell).
@@ -84,7 +92,11 @@ def explorer_notebook(source: Path, dest_dir: Path) -> tuple[Path, int, str]:
     explorer = next((c for c in code_cells if EXPLORER_CALL.search(c.source)), None)
     if explorer is None:
         raise LookupError(f"{source} has no cell that calls an explorer (pattern {EXPLORER_CALL.pattern}).")
-    setup = [c for c in code_cells[: code_cells.index(explorer)] if _imports_something(c.source) and not _is_graded_cell(c)]
+    above = code_cells[: code_cells.index(explorer)]
+    answers = set().union(
+        *(_names(c.source, defined=True) for c in above if c.metadata.get("nbgrader", {}).get("solution"))
+    )
+    setup = [c for c in above if not _is_graded_cell(c) and not (_names(c.source, defined=False) & answers)]
     copy = nbformat.v4.new_notebook()
     copy.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     copy.cells = [nbformat.v4.new_code_cell(c.source) for c in [*setup, explorer]]
