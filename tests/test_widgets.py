@@ -471,8 +471,8 @@ def test_sampling_matches_huggingface_warpers():
         np.testing.assert_allclose(heights, st["final"], rtol=1e-5, atol=1e-7)
 
 
-def test_filter_top_k_top_p_matches_huggingface_on_random_batches():
-    from transformer_lab.widgets.sampling import filter_top_k_top_p
+def test_filter_logits_matches_huggingface_on_random_batches():
+    from transformer_lab.models.gpt import filter_logits as filter_top_k_top_p
 
     gen = torch.Generator().manual_seed(0)
     logits = torch.randn(64, 50, generator=gen) * 2

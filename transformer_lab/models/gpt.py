@@ -78,12 +78,13 @@ def filter_logits(logits: Tensor, top_k: int | None = None, top_p: float | None 
 
     Args:
         logits: (..., V) scores.
-        top_k: keep the k highest scores (ties with the k-th are kept).
-        top_p: keep the smallest set of highest-probability tokens whose mass reaches top_p.
+        top_k: keep the k highest scores (ties with the k-th are kept); ``None`` or 0 = off.
+        top_p: keep the smallest set of highest-probability tokens whose mass reaches top_p;
+            ``None`` or 1 = off.
     Returns:
         (..., V) with removed tokens at -inf; the most likely token always survives.
     """
-    if top_k is not None:
+    if top_k:
         k = min(top_k, logits.shape[-1])
         kth = torch.topk(logits, k, dim=-1).values[..., -1:]  # (..., 1)
         logits = logits.masked_fill(logits < kth, float("-inf"))

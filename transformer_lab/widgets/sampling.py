@@ -19,38 +19,16 @@ from torch import Tensor
 
 from transformer_lab.attention import softmax
 from transformer_lab._validate import check_tensor
+from transformer_lab.models.gpt import filter_logits
 from transformer_lab.widgets._inputs import as_float_tensor
 from transformer_lab.widgets._placeholder import placeholder_if_grading
 
-__all__ = ["sampling_explorer", "filter_top_k_top_p"]
+__all__ = ["sampling_explorer"]
 
 DEFAULT_TOKENS = (
     "mat", "floor", "sofa", "bed", "chair", "rug", "roof", "table",
     "box", "lap", "grass", "moon", "piano", "idea", "cloud", "tax",
 )
-
-
-def filter_top_k_top_p(logits: Tensor, top_k: int | None = None, top_p: float | None = None) -> Tensor:
-    """Set the logits of every token outside the top-k and the top-p nucleus to -inf.
-
-    Args:
-        logits: (..., V).
-        top_k: keep the k largest logits (ties with the k-th are kept); ``None`` or 0 = off.
-        top_p: keep the most likely tokens until their probability reaches ``top_p``;
-            ``None`` or 1 = off. The most likely token is always kept.
-    Returns:
-        (..., V) logits with the removed tokens at -inf.
-    """
-    if top_k:
-        kth = torch.topk(logits, min(top_k, logits.shape[-1]), dim=-1).values[..., -1:]  # (..., 1)
-        logits = logits.masked_fill(logits < kth, float("-inf"))
-    if top_p is not None and top_p < 1.0:
-        ordered, order = logits.sort(dim=-1, descending=True)  # (..., V) each
-        probs = softmax(ordered)
-        before = probs.cumsum(dim=-1) - probs  # probability of the strictly more likely tokens
-        drop = before >= top_p  # the nucleus is already full without this token
-        logits = logits.masked_fill(drop.scatter(-1, order, drop), float("-inf"))
-    return logits
 
 
 def _default_logits(seed: int) -> Tensor:
@@ -118,7 +96,7 @@ def sampling_explorer(
     def update() -> tuple[dict[str, Any], str]:
         tau, top_k, top_p = controls["temperature"].value, controls["top_k"].value, controls["top_p"].value
         tempered = softmax(z / tau)  # (V,)
-        filtered = filter_top_k_top_p(z / tau, top_k, top_p)  # (V,)
+        filtered = filter_logits(z / tau, top_k, top_p)  # (V,)
         final = softmax(filtered)  # (V,)
         kept = torch.isfinite(filtered)
         ui.set_bar_heights(final_bars, final.numpy())
