@@ -1,0 +1,36 @@
+"""Every benchmark script still runs end to end (``--quick``: a few steps, targets not checked).
+
+These prove the scripts work, not how fast anything is: the timed runs and their results are in
+benchmarks/README.md.
+"""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+SCRIPTS = ["bench_gpt_shakespeare.py", "bench_kv_cache.py", "bench_vit_digits.py", "bench_seq2seq.py", "bench_bert.py"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_benchmark_runs_quick(script):
+    result = subprocess.run(
+        [sys.executable, str(BENCHMARKS / script), "--quick", "--threads", "1"],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    assert "machine:" in result.stdout
+    assert "SKIP" in result.stdout  # one line per target, not judged under --quick
+    assert "FAIL" not in result.stdout
+
+
+def test_quick_run_refuses_to_overwrite_a_shipped_checkpoint():
+    result = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "bench_vit_digits.py"), "--quick", "--save"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode == 2
+    assert "--save writes the shipped checkpoint" in result.stderr

@@ -1,0 +1,75 @@
+"""The shipped checkpoints load, and still do what they were trained for (no training here)."""
+
+import pytest
+import torch
+
+from transformer_lab import checkpoints
+from transformer_lab.checkpoints import PRETRAINED, checkpoint_path, load_pretrained
+from transformer_lab.data import CharTokenizer, load_digits_data, shakespeare
+from transformer_lab.models import GPT, ViT
+from transformer_lab.train import accuracy, estimate_loss
+
+MAX_MB = 5.0  # "a few MB at most" each: they ship inside the wheel
+
+
+@pytest.fixture(scope="module")
+def tiny_gpt():
+    return load_pretrained("tiny_gpt")
+
+
+@pytest.fixture(scope="module")
+def vit_digits():
+    return load_pretrained("vit_digits")
+
+
+@pytest.mark.parametrize("name", sorted(PRETRAINED))
+def test_checkpoint_files_are_small(name):
+    assert checkpoint_path(name).stat().st_size / 1e6 < MAX_MB
+
+
+def test_tiny_gpt_loads_in_eval_mode_with_the_shakespeare_tokenizer(tiny_gpt):
+    model, extras = tiny_gpt
+    assert isinstance(model, GPT) and not model.training
+    c = model.config
+    assert (c.n_layer, c.n_head, c.d_model, c.block_size, c.bias) == (4, 4, 128, 64, False)
+    tok = extras["tokenizer"]
+    assert isinstance(tok, CharTokenizer)
+    assert tok.chars == shakespeare().tokenizer.chars  # ids mean the same characters as the data's
+
+
+def test_tiny_gpt_validation_loss_below_2(tiny_gpt):
+    model, _ = tiny_gpt
+    data = shakespeare()
+    gen = torch.Generator().manual_seed(0)
+    loss = estimate_loss(model, lambda: data.get_batch("val", 64, 12, generator=gen), iters=8)
+    # An untrained model sits at ln(65) = 4.17; the recipe reaches about 1.9 on 200 batches.
+    assert loss < 2.0, loss
+
+
+def test_tiny_gpt_generates_known_characters(tiny_gpt):
+    model, extras = tiny_gpt
+    tok = extras["tokenizer"]
+    prompt = torch.tensor([tok.encode("ROMEO:")])  # (1, 6)
+    out = model.generate(prompt, 20, temperature=0.8, generator=torch.Generator().manual_seed(0))
+    assert out.shape == (1, 26)
+    assert tok.decode(out[0]).startswith("ROMEO:")
+
+
+def test_vit_digits_accuracy_above_95_percent(vit_digits):
+    model, extras = vit_digits
+    assert isinstance(model, ViT) and not model.training
+    data = load_digits_data(test_fraction=extras["test_fraction"], seed=extras["split_seed"], normalize=extras["normalize"])
+    acc = accuracy(model, data.batches("test", 512))
+    assert acc > 0.95, acc
+    assert acc == pytest.approx(extras["test_accuracy"], abs=1e-6)  # the figure saved with it
+
+
+def test_unknown_name_is_rejected():
+    with pytest.raises(ValueError, match=r"name must be one of \['tiny_gpt', 'vit_digits'\], but received 'gpt2'"):
+        load_pretrained("gpt2")
+
+
+def test_missing_file_is_reported(monkeypatch):
+    monkeypatch.setitem(checkpoints.PRETRAINED, "tiny_gpt", "no_such_file.pt")
+    with pytest.raises(FileNotFoundError, match="no_such_file.pt.*--save"):
+        load_pretrained("tiny_gpt")
