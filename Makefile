@@ -18,8 +18,11 @@ $(STAMP): pyproject.toml | $(BIN)/python
 
 install: $(STAMP)
 
+# Jupyter refuses to run as root unless told to (containers and CI machines often are root).
+ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
+
 lab: $(STAMP)  ## open the student notebooks in JupyterLab
-	$(BIN)/jupyter lab --notebook-dir=notebooks
+	$(BIN)/jupyter lab --notebook-dir=notebooks $(ALLOW_ROOT)
 
 test: $(STAMP)  ## run the whole test suite
 	$(BIN)/python -m pytest
