@@ -21,9 +21,10 @@ from torch import Tensor, nn
 from transformer_lab._validate import check_tensor
 from transformer_lab.heads import KVCache, MultiHeadAttention
 
-__all__ = ["layer_norm", "LayerNorm", "FeedForward", "EncoderBlock", "DecoderBlock"]
+__all__ = ["ACTIVATIONS", "layer_norm", "LayerNorm", "FeedForward", "EncoderBlock", "DecoderBlock"]
 
-_ACTIVATIONS = {
+# The activation names every block and model config accepts.
+ACTIVATIONS = {
     "relu": F.relu,
     "gelu": F.gelu,  # exact, erf-based (BERT, ViT)
     "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),  # GPT-2's approximation
@@ -91,9 +92,9 @@ class FeedForward(nn.Module):
         self, d_model: int, d_ff: int, activation: str = "gelu", dropout: float = 0.0, bias: bool = True
     ) -> None:
         super().__init__()
-        if activation not in _ACTIVATIONS:
+        if activation not in ACTIVATIONS:
             raise ValueError(
-                f"activation must be one of {sorted(_ACTIVATIONS)}, but received {activation!r}."
+                f"activation must be one of {sorted(ACTIVATIONS)}, but received {activation!r}."
             )
         self.activation = activation
         self.fc1 = nn.Linear(d_model, d_ff, bias=bias)  # (C -> d_ff)
@@ -102,7 +103,7 @@ class FeedForward(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         """x: (..., C) -> (..., C)."""
-        return self.fc2(self.dropout(_ACTIVATIONS[self.activation](self.fc1(x))))
+        return self.fc2(self.dropout(ACTIVATIONS[self.activation](self.fc1(x))))
 
 
 class EncoderBlock(nn.Module):

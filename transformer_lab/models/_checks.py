@@ -6,24 +6,15 @@ received, so a wrong config fails when it is built rather than deep inside a for
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable
+from typing import Any, Iterable
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
+from transformer_lab import blocks
 from transformer_lab._validate import check_tensor
 
-ACTIVATIONS = ("relu", "gelu", "gelu_tanh")
-
-
-def activation_fn(name: str) -> Callable[[Tensor], Tensor]:
-    """The function behind an activation name (the same names as :class:`FeedForward`)."""
-    return {
-        "relu": F.relu,
-        "gelu": F.gelu,
-        "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),
-    }[name]
+ACTIVATIONS = tuple(blocks.ACTIVATIONS)  # names FeedForward accepts
 
 
 def _name(config: Any, field: str) -> str:

@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from transformer_lab._validate import check_tensor
-from transformer_lab.blocks import EncoderBlock, LayerNorm
+from transformer_lab.blocks import ACTIVATIONS, EncoderBlock, LayerNorm
 from transformer_lab.models import _checks
 from transformer_lab.models._weights import load_weights
 from transformer_lab.models.outputs import BertOutput, MaskedLMOutput, SequenceClassifierOutput
@@ -172,7 +172,7 @@ class BertForMaskedLM(nn.Module):
         self.config = config
         self.bert = BERT(config)
         self.mlm_dense = nn.Linear(config.d_model, config.d_model)
-        self._act = _checks.activation_fn(config.activation)
+        self._act = ACTIVATIONS[config.activation]
         self.mlm_norm = LayerNorm(config.d_model, config.eps, fused=config.fused)
         self.mlm_decoder = nn.Linear(config.d_model, config.vocab_size)  # (C -> V)
         self.mlm_decoder.weight = self.bert.tok_emb.weight  # tied: the same E reads and writes tokens
