@@ -7,11 +7,10 @@
    training frequency alone (about 5.76 nats).
 2. Fine-tune ``BertForSequenceClassification`` from the pretrained encoder to tell an original
    line from the same words shuffled (punctuation left in place), and report held-out accuracy.
-3. The same fine-tuning with the position table zeroed and frozen. Without positions the
-   encoder is permutation-equivariant and its [CLS] summary cannot tell two orders of the same
-   words apart, so it must stay at chance: the lesson of the positional-encoding notebook.
-   (``BertConfig`` has no switch for this; the script zeroes ``bert.pos_emb.weight`` and sets
-   ``requires_grad=False``. A config flag such as ``position="none"`` would be cleaner.)
+3. The same fine-tuning from the same pretrained weights, but with ``BertConfig(positions=False)``:
+   no position table. Without positions the encoder is permutation-equivariant and its [CLS]
+   summary cannot tell two orders of the same words apart, so it must stay at chance: the
+   lesson of the positional-encoding notebook.
 
 Speed notes (measured, one MLM step of batch 64 x 32 tokens): the full-vocabulary MLM logits
 and torch's CPU dropout each took about half of a 230 ms step, so the MLM loss here runs the
@@ -30,8 +29,9 @@ from __future__ import annotations
 # _common also puts the repository on sys.path, so the scripts run without installing.
 from _common import base_parser, finish, setup, verdict
 
+import dataclasses
+
 import torch
-import torch.nn.functional as F
 
 from transformer_lab.data import WordOrderTask
 from transformer_lab.models import BertConfig, BertForMaskedLM, BertForSequenceClassification, apply_bert_masking
@@ -51,16 +51,13 @@ def mlm_loss_fn(task: WordOrderTask, generator: torch.Generator):
     """Loss of one MLM batch: mask it freshly (a new masking every time a line is seen).
 
     Only the ~15% chosen positions have a label, so the head (dense, GELU, norm, and the
-    (C -> V) decoder, V = 4,188) runs on those positions only: the same loss as
-    ``model(..., labels=labels).loss``, which computes logits everywhere, for half the step time.
+    (C -> V) decoder, V = 4,188) runs on those positions only (``masked_lm_loss``): the same
+    loss as ``model(..., labels=labels).loss``, which computes logits everywhere, for half the step time.
     """
 
     def loss(model: BertForMaskedLM, batch):
         inputs, labels = masked(task, batch.input_ids, generator)
-        h = model.bert(inputs, attention_mask=batch.attention_mask).last_hidden_state  # (B, T, C)
-        chosen = labels != -100  # (B, T)
-        h = model.mlm_norm(model._act(model.mlm_dense(h[chosen])))  # (M, C), M chosen tokens
-        return F.cross_entropy(model.mlm_decoder(h), labels[chosen])  # (M, V) vs (M,)
+        return model.masked_lm_loss(inputs, labels, attention_mask=batch.attention_mask)
 
     return loss
 
@@ -83,12 +80,11 @@ def classify(m, batch):
 def fine_tune(pretrained: BertForMaskedLM, task: WordOrderTask, args, use_positions: bool, desc: str):
     """A classifier with the pretrained encoder; returns (model, history, val acc, test acc)."""
     seed_everything(args.seed)
-    model = BertForSequenceClassification(pretrained.config)
-    model.bert.load_state_dict(pretrained.bert.state_dict())
+    model = BertForSequenceClassification(dataclasses.replace(pretrained.config, positions=use_positions))
+    weights = pretrained.bert.state_dict()
     if not use_positions:
-        with torch.no_grad():
-            model.bert.pos_emb.weight.zero_()
-        model.bert.pos_emb.weight.requires_grad_(False)  # make_optimizer skips frozen parameters
+        weights = {k: v for k, v in weights.items() if not k.startswith("pos_emb.")}
+    model.bert.load_state_dict(weights)  # strict: every other weight carries over
     gen = torch.Generator().manual_seed(args.seed + 1)
     history = train(
         model, lambda: task.get_batch("train", args.batch_size, generator=gen), loss_fn=model_loss,

@@ -83,6 +83,25 @@ def test_padding_is_really_masked():
     assert not torch.allclose(a[real], unmasked[real], atol=1e-3)  # without the mask it would leak
 
 
+def test_without_positions_the_encoder_cannot_see_word_order():
+    """positions=False: shuffling the tokens shuffles the outputs the same way, and the [CLS]
+    summary of a sentence and of its shuffled words is identical; with positions it is not."""
+    torch.manual_seed(0)
+    ids = torch.randint(5, V, (2, 10))
+    ids[:, 0] = 1  # a fixed first token, like [CLS]
+    perm = torch.cat([torch.zeros(1, dtype=torch.long), 1 + torch.randperm(9)])  # keeps position 0
+    for positions in (False, True):
+        torch.manual_seed(0)
+        model = BERT(BertConfig.tiny(vocab_size=V, positions=positions, dropout=0.0)).eval()
+        with torch.no_grad():
+            a, b = model(ids), model(ids[:, perm])
+        same = torch.allclose(a.last_hidden_state[:, perm], b.last_hidden_state, atol=1e-5)
+        assert same is (not positions)
+        assert torch.allclose(a.pooler_output, b.pooler_output, atol=1e-5) is (not positions)
+    names = [n for n, _ in BERT(BertConfig.tiny(vocab_size=V, positions=False)).named_parameters()]
+    assert not any("pos_emb" in n for n in names)
+
+
 def test_masked_lm_head_matches_hugging_face():
     hf = _randomise(transformers.BertForMaskedLM(_hf_config()).eval())
     ours = BertForMaskedLM.from_huggingface(hf)
@@ -156,6 +175,9 @@ def test_mlm_loss_only_counts_chosen_positions():
     out = model(inputs, mask, labels=labels)
     chosen = labels != -100
     torch.testing.assert_close(out.loss, F.cross_entropy(out.logits[chosen], labels[chosen]))
+    model.eval()  # no dropout, so the two paths see the same activations
+    fast = model.masked_lm_loss(inputs, labels, attention_mask=mask)
+    torch.testing.assert_close(fast, model(inputs, mask, labels=labels).loss, atol=1e-5, rtol=0)
 
 
 def test_presets():

@@ -35,7 +35,8 @@ class BertConfig:
     """Shape and options of a :class:`BERT` (defaults: BERT-base, 110M parameters)."""
 
     vocab_size: int = 30522  # V: BERT's uncased WordPiece vocabulary
-    max_len: int = 512  # rows of the learned position table
+    max_len: int = 512  # rows of the learned position table (the longest input)
+    positions: bool = True  # False drops the position table: the encoder can no longer see word order
     type_vocab_size: int = 2  # segments: sentence A and sentence B
     n_layer: int = 12  # encoder blocks
     n_head: int = 12  # attention heads H
@@ -91,7 +92,7 @@ class BERT(nn.Module):
             raise TypeError(f"BERT expects a BertConfig, but received {type(config).__name__}.")
         self.config = c = config
         self.tok_emb = nn.Embedding(c.vocab_size, c.d_model)  # (V, C)
-        self.pos_emb = LearnedPositionalEmbedding(c.max_len, c.d_model)  # (max_len, C)
+        self.pos_emb = LearnedPositionalEmbedding(c.max_len, c.d_model) if c.positions else None  # (max_len, C)
         self.seg_emb = nn.Embedding(c.type_vocab_size, c.d_model)  # (segments, C)
         self.emb_norm = LayerNorm(c.d_model, c.eps, fused=c.fused)
         self.drop = nn.Dropout(c.dropout)
@@ -132,7 +133,10 @@ class BERT(nn.Module):
         if attention_mask is not None:
             _check_same_shape("attention_mask", attention_mask, input_ids)
             mask = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, S): True = real key
-        x = self.tok_emb(input_ids) + self.pos_emb(T) + self.seg_emb(token_type_ids)  # (B, T, C)
+        x = self.tok_emb(input_ids)  # (B, T, C)
+        if self.pos_emb is not None:  # without it, permuting the tokens permutes the outputs alike
+            x = x + self.pos_emb(T)
+        x = x + self.seg_emb(token_type_ids)
         x = self.drop(self.emb_norm(x))
         attentions = []
         for block in self.blocks:
@@ -189,13 +193,33 @@ class BertForMaskedLM(nn.Module):
     ) -> MaskedLMOutput:
         """Logits (B, T, V) at every position; with ``labels`` (B, T), the loss where labels != -100."""
         out = self.bert(input_ids, attention_mask, token_type_ids, output_attentions)
-        h = self.mlm_norm(self._act(self.mlm_dense(out.last_hidden_state)))  # (B, T, C)
-        logits = self.mlm_decoder(h)  # (B, T, V)
+        logits = self.head(out.last_hidden_state)  # (B, T, V)
         loss = None
         if labels is not None:
             _check_same_shape("labels", labels, input_ids)
             loss = F.cross_entropy(logits.flatten(0, 1), labels.flatten())  # (B*T, V) vs (B*T,)
         return MaskedLMOutput(logits, loss, out.attentions)
+
+    def head(self, hidden: Tensor) -> Tensor:
+        """The MLM head alone: (..., C) encoder outputs -> (..., V) token logits."""
+        return self.mlm_decoder(self.mlm_norm(self._act(self.mlm_dense(hidden))))
+
+    def masked_lm_loss(
+        self,
+        input_ids: Tensor,
+        labels: Tensor,
+        attention_mask: Tensor | None = None,
+        token_type_ids: Tensor | None = None,
+    ) -> Tensor:
+        """The loss of ``forward(..., labels=labels)``, with the head run on labelled positions only.
+
+        Only the ~15% of tokens chosen for masking carry a label, so skipping the (C -> V)
+        decoder everywhere else gives the same value for a fraction of the cost in training.
+        """
+        _check_same_shape("labels", labels, input_ids)
+        hidden = self.bert(input_ids, attention_mask, token_type_ids).last_hidden_state  # (B, T, C)
+        chosen = labels != -100  # (B, T)
+        return F.cross_entropy(self.head(hidden[chosen]), labels[chosen])  # (M, V) vs (M,), M labelled
 
     @classmethod
     def from_huggingface(cls, model: nn.Module) -> "BertForMaskedLM":
