@@ -69,6 +69,21 @@ def test_loss_matches_gpt2():
     torch.testing.assert_close(ours_loss, hf_loss, atol=ATOL, rtol=0)
 
 
+def test_untied_head_matches_gpt2_with_its_own_lm_head():
+    hf = _hf_gpt2(tie_word_embeddings=False)
+    assert hf.lm_head.weight.data_ptr() != hf.transformer.wte.weight.data_ptr()
+    ours = GPT.from_huggingface(hf)
+    assert not ours.config.tie_weights and ours.lm_head.weight is not ours.tok_emb.weight
+    idx = torch.randint(0, 97, (2, 32), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        a, b = ours(idx).logits, hf(idx).logits
+    print(f"\nGPT (untied) vs GPT2LMHeadModel: max |logits diff| = {_max_diff(a, b):.2e}")
+    torch.testing.assert_close(a, b, atol=ATOL, rtol=0)
+    tied = GPT(GPTConfig.tiny())
+    untied = GPT(GPTConfig.tiny(tie_weights=False))
+    assert untied.num_parameters() - tied.num_parameters() == 65 * 128  # one more (V, C) matrix
+
+
 @pytest.mark.parametrize("attn", ["eager", "sdpa"])
 def test_greedy_generation_matches_gpt2(attn):
     hf = _hf_gpt2(attn, seed=3)

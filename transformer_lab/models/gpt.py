@@ -2,7 +2,7 @@
 
     x_0 = E[idx] + P[0..T-1]                       token + learned position embeddings
     x_l = Block_l(x_{l-1})                         pre-norm, causal self-attention + MLP
-    logits = LayerNorm(x_L) E^T                    output head tied to the token embedding
+    logits = LayerNorm(x_L) E^T                    output head tied to the token embedding (by default)
 
 Pre-norm (``x + f(norm(x))``) as in GPT-2 (Radford et al., 2019), which moved the layer norm
 in front of each sublayer and added a final one, so deep stacks train without warm-up tricks.
@@ -47,6 +47,7 @@ class GPTConfig:
     eps: float = 1e-5  # layer-norm epsilon (GPT-2: 1e-5)
     activation: str = "gelu_tanh"  # GPT-2 uses the tanh approximation of GELU
     fused: bool = True  # PyTorch's fused attention and layer-norm kernels (explicit path when weights are requested)
+    tie_weights: bool = True  # the output head reuses the token embedding E (GPT-2); False gives it its own (V, C) matrix
 
     def __post_init__(self) -> None:
         if self.d_ff is None:
@@ -141,7 +142,8 @@ class GPT(nn.Module):
         self.norm_f = LayerNorm(c.d_model, c.eps, c.bias, fused=c.fused)
         self.lm_head = nn.Linear(c.d_model, c.vocab_size, bias=False)
         # Weight tying (Press & Wolf, 2017): reading a token in and writing it out share E.
-        self.lm_head.weight = self.tok_emb.weight
+        if c.tie_weights:
+            self.lm_head.weight = self.tok_emb.weight  # one (V, C) matrix reads and writes tokens
         self.register_buffer("causal", causal_mask(c.block_size), persistent=False)  # (block_size, block_size)
         self.apply(self._init_weights)
         # GPT-2: scale the projections that write into the residual stream by 1/sqrt(2 * n_layer),
@@ -158,7 +160,7 @@ class GPT(nn.Module):
             nn.init.zeros_(module.bias)
 
     def num_parameters(self, exclude_embeddings: bool = False) -> int:
-        """Number of parameters (the tied output head counted once)."""
+        """Number of parameters (a tied output head counted once)."""
         n = sum(p.numel() for p in self.parameters())
         if exclude_embeddings:
             n -= self.tok_emb.weight.numel() + self.pos_emb.weight.numel()
@@ -280,17 +282,16 @@ class GPT(nn.Module):
             raise ValueError(f"GPT supports the activations {sorted(activations)}, but the model uses {hf.activation_function!r}.")
         if not hf.scale_attn_weights or hf.scale_attn_by_inverse_layer_idx or getattr(hf, "add_cross_attention", False):
             raise ValueError("GPT supports GPT-2's standard attention only (scaled by 1/sqrt(D), no cross-attention), but the model's config differs.")
-        if not getattr(hf, "tie_word_embeddings", True):
-            raise ValueError("GPT ties its output head to the token embedding, but the model has tie_word_embeddings=False.")
+        tied = getattr(hf, "tie_word_embeddings", True)
         config = GPTConfig(
             vocab_size=hf.vocab_size, block_size=hf.n_positions, n_layer=hf.n_layer, n_head=hf.n_head,
             d_model=hf.n_embd, d_ff=hf.n_inner or 4 * hf.n_embd, eps=hf.layer_norm_epsilon,
-            activation=activations[hf.activation_function], dropout=0.0,
+            activation=activations[hf.activation_function], dropout=0.0, tie_weights=tied,
         )
         ours = cls(config)
         sd = model.state_dict()
         p = "transformer." if "transformer.wte.weight" in sd else ""
-        used = {"lm_head.weight"}  # tied to wte, so it carries nothing new
+        used = {"lm_head.weight"} if tied else set()  # a tied head is wte again, so it carries nothing new
 
         def take(key: str) -> Tensor:
             used.add(p + key)
@@ -314,6 +315,11 @@ class GPT(nn.Module):
                 w[o + f"{ours_norm}.weight"] = take(h + f"{hf_norm}.weight")
                 w[o + f"{ours_norm}.bias"] = take(h + f"{hf_norm}.bias")
         w["norm_f.weight"], w["norm_f.bias"] = take("ln_f.weight"), take("ln_f.bias")
+        if not tied:
+            if "lm_head.weight" not in sd:
+                raise ValueError("the Hugging Face model has tie_word_embeddings=False but no lm_head: load a GPT2LMHeadModel.")
+            used.add("lm_head.weight")
+            w["lm_head.weight"] = sd["lm_head.weight"]
         unused = sorted(k for k in sd if k not in used and not k.endswith((".attn.bias", ".attn.masked_bias")))
         if unused:
             raise ValueError(f"the Hugging Face model has weights GPT would ignore, starting with {unused[0]!r}.")
