@@ -101,15 +101,15 @@ def main() -> None:
     for length, (c, n) in by_len.items():
         print(f"  {length} digit{'s' if length > 1 else ' '}: {c / n:7.2%} ({c}/{n})")
     full = whole_split(task, "test")
-    out = model.greedy_decode(full.src[:8], max_len=task.max_tgt_len - 1, bos_id=task.bos_id, eos_id=task.eos_id)
+    examples = model.greedy_decode(full.src[:8], max_len=task.max_tgt_len - 1, bos_id=task.bos_id, eos_id=task.eos_id)
     # The held-out split has few short numbers (none with one digit), so also check 0..99 (mostly
     # training numbers): the length-balanced sampling is there to get these right.
     short = list(range(100))
-    out = model.greedy_decode(task.encode_source(short), max_len=task.max_tgt_len - 1, bos_id=task.bos_id, eos_id=task.eos_id)
-    short_ok = sum(task.decode_target(row) == number_to_words(k) for k, row in zip(short, out))
+    decoded = model.greedy_decode(task.encode_source(short), max_len=task.max_tgt_len - 1, bos_id=task.bos_id, eos_id=task.eos_id)
+    short_ok = sum(task.decode_target(row) == number_to_words(k) for k, row in zip(short, decoded))
     print(f"  all of 0..99 (train and test): {short_ok}/100 correct")
     print("examples:")
-    for (source, words), row in zip(task.pairs("test")[:8], out):
+    for (source, words), row in zip(task.pairs("test")[:8], examples):
         pred = task.decode_target(row)
         print(f"  {source:>5} -> {pred:45s} {'ok' if pred == words else 'expected ' + words}")
 
