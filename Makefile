@@ -30,8 +30,8 @@ test: $(STAMP)  ## run the whole test suite
 release: $(STAMP)  ## regenerate notebooks/ from solutions/ with nbgrader
 	$(BIN)/tlab release
 
-benchmarks: $(STAMP)  ## run every benchmark script
-	for f in benchmarks/bench_*.py; do $(BIN)/python $$f || exit 1; done
+benchmarks: $(STAMP)  ## run every benchmark script (all of them, then fail if any target failed)
+	status=0; for f in benchmarks/bench_*.py; do $(BIN)/python $$f || status=1; done; exit $$status
 
 clean:
 	rm -rf $(VENV) .pytest_cache
