@@ -119,3 +119,27 @@ def test_release_refuses_unnormalised_solutions(tmp_path, capsys):
     assert cli.main(["--root", str(tmp_path), "release"]) == 1  # refused before nbgrader runs
     assert "not normalised" in capsys.readouterr().err
     assert not (tmp_path / "notebooks").exists()
+
+
+def test_release_works_when_the_venv_is_not_on_path(tmp_path, monkeypatch):
+    # `.venv/bin/tlab release` or `make test` without activating the venv: nbgrader still has to
+    # find its own `alembic` command to open the gradebook.
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    shutil.copy(REPO / "nbgrader_config.py", tmp_path / "nbgrader_config.py")
+    shutil.copytree(FIXTURE / "solutions", tmp_path / "solutions")
+    assert cli.main(["--root", str(tmp_path), "release"]) == 0
+    assert list((tmp_path / "notebooks" / A).glob("*.ipynb"))  # the release directory of nbgrader_config.py
+
+
+def test_failure_detail_shows_nbgraders_logged_error_not_its_generic_exception():
+    from transformer_lab.grading.course import failure_detail
+
+    event = {
+        "error": "Traceback ...\nNbGraderException: Please see the the above traceback for details",
+        "log": "[INFO] Updating assignment\n[ERROR] There was an error processing assignment: x\n"
+        "[ERROR] Traceback ...\nFileNotFoundError: [Errno 2] No such file or directory: 'alembic'\n",
+    }
+    detail = failure_detail(event)
+    assert detail.startswith("[ERROR] There was an error processing assignment") and "'alembic'" in detail
+    assert failure_detail({"error": "boom", "log": "[INFO] all fine"}) == "boom"
+    assert failure_detail(None, "the child's stderr") == "the child's stderr"

@@ -31,6 +31,7 @@ from pathlib import Path
 from transformer_lab.grading.course import (
     CourseError,
     assignment_notebooks,
+    failure_detail,
     read_course_dirs,
     run_driver,
 )
@@ -174,7 +175,7 @@ def grade(root: Path, assignment: str, options: GradeOptions | None = None) -> G
             if gen is None or not gen.get("success"):
                 if progress is not None:
                     progress.close()
-                detail = (gen or {}).get("error") or (gen or {}).get("log") or stderr
+                detail = failure_detail(gen, stderr)
                 raise CourseError(f"could not load {assignment} into the gradebook:\n{(detail or '')[-3000:]}")
             stuck = [sid for sid in remaining if sid not in events_by_student]
             if stuck:

@@ -78,6 +78,16 @@ def assignment_notebooks(folder: Path) -> list[Path]:
     return sorted(p for p in folder.glob("*.ipynb") if not p.name.startswith("."))
 
 
+def failure_detail(event: dict | None, stderr: str = "") -> str:
+    """The most useful text about a failed nbgrader operation: nbgrader logs the real error and
+    then raises a generic "see the above traceback", so its ERROR log lines come first."""
+    event = event or {}
+    log, error = event.get("log") or "", event.get("error") or ""
+    if "[ERROR]" in log:
+        return log[log.index("[ERROR]"):]
+    return error or log or stderr
+
+
 def run_driver(
     job: dict,
     *,
@@ -102,6 +112,10 @@ def run_driver(
     child_env["PYTHONPATH"] = os.pathsep.join(
         [package_parent] + ([child_env["PYTHONPATH"]] if child_env.get("PYTHONPATH") else [])
     )
+    # nbgrader runs the `alembic` command of its own environment to open the gradebook; when a
+    # venv's Python is called by path (`.venv/bin/tlab`, `make test`) that bin/ is not on PATH.
+    scripts_dir = str(Path(sys.executable).parent)
+    child_env["PATH"] = os.pathsep.join([scripts_dir] + ([child_env["PATH"]] if child_env.get("PATH") else []))
     proc = subprocess.Popen(
         # Run by path, not with -m: the driver then imports transformer_lab (and torch) only
         # when it needs the grading guards, which saves seconds on every release.

@@ -20,6 +20,7 @@ from transformer_lab.grading.authoring import author_paths
 from transformer_lab.grading.course import (
     CONFIG_NAME,
     CourseError,
+    failure_detail,
     list_assignments,
     read_course_dirs,
     run_driver,
@@ -119,7 +120,7 @@ def build_release(root: Path, out_dir: Path, assignments: list[str] | None = Non
         events, code, stderr = run_driver({"root": str(course), "ops": ops, "guarded": False})
         failed = [e for e in events if not e.get("success")]
         if failed or len(events) != len(ops):
-            detail = failed[0].get("error") or failed[0].get("log") if failed else stderr
+            detail = failure_detail(failed[0], stderr) if failed else stderr
             raise CourseError(
                 f"nbgrader generate_assignment failed for "
                 f"{', '.join(e['assignment'] for e in failed) or 'the release'}:\n{(detail or '')[-3000:]}"
