@@ -5,18 +5,25 @@ same weights; the script checks they agree, then times them interleaved (A, B, A
 busy machine slows both alike, and prints median times and the ratio ours / torch for the
 explicit teaching path and for the fused fast path (``fused=True``).
 
-    python benchmarks/bench_attention.py [--repeats 30]
+Target: the fused path at most 1.3x ``torch.nn.MultiheadAttention``. The explicit path, which
+writes out the (B, H, T, T) weights as the notebooks do, is reported beside it.
+
+    python benchmarks/bench_attention.py [--repeats 30] [--quick]
 """
 
 from __future__ import annotations
 
-import argparse
+# _common also puts the repository on sys.path, so the scripts run without installing.
+from _common import base_parser, finish, setup, verdict
+
 import statistics
 import time
 
 import torch
 
 from transformer_lab import MultiHeadAttention
+
+TARGET_RATIO = 1.3  # fused path / torch.nn.MultiheadAttention
 
 
 def time_fwd_bwd(module, x, repeats: int) -> list[float]:
@@ -30,10 +37,13 @@ def time_fwd_bwd(module, x, repeats: int) -> list[float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = base_parser(__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=30)
     args = parser.parse_args()
-    torch.manual_seed(0)
+    if args.quick:
+        args.repeats = 2
+    setup(args)
+    torch.manual_seed(args.seed)
     B, T, C, H = 8, 256, 256, 8
     theirs = torch.nn.MultiheadAttention(C, H, batch_first=True)
     explicit = MultiHeadAttention(C, H)
@@ -65,6 +75,8 @@ def main() -> None:
           f"median of {args.repeats}")
     for name, ms in medians.items():
         print(f"  {name:30s} {ms:8.2f} ms   ratio to torch {ms / base:5.2f}")
+    ratio = medians["ours, fused"] / base
+    finish([verdict(f"fused path <= {TARGET_RATIO}x torch", ratio <= TARGET_RATIO, f"{ratio:.2f}x", args.quick)])
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
-SCRIPTS = ["bench_gpt_shakespeare.py", "bench_kv_cache.py", "bench_vit_digits.py", "bench_seq2seq.py", "bench_bert.py"]
+SCRIPTS = sorted(p.name for p in BENCHMARKS.glob("bench_*.py"))  # every benchmark, as `make benchmarks` runs them
 
 
 @pytest.mark.slow
@@ -34,3 +34,13 @@ def test_quick_run_refuses_to_overwrite_a_shipped_checkpoint():
     )
     assert result.returncode == 2
     assert "--save writes the shipped checkpoint" in result.stderr
+
+
+def test_host_drift_prints_one_line_per_window():
+    result = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "host_drift.py"), "--quick", "--threads", "1"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    assert result.stdout.count("ms/step") == 3  # two windows of 10 steps and the summary
+    assert "fastest window" in result.stdout
