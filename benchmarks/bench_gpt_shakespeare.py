@@ -30,7 +30,7 @@ from torch import nn
 
 from transformer_lab.data import shakespeare
 from transformer_lab.models import GPT, GPTConfig
-from transformer_lab.train import make_optimizer, model_loss, save_checkpoint, seed_everything, train
+from transformer_lab.train import estimate_loss, make_optimizer, model_loss, save_checkpoint, seed_everything, train
 
 NANOGPT_SECONDS = 87.0  # nanoGPT's time for the same recipe on this machine
 TARGET_VAL_LOSS = 1.88  # nanoGPT's published validation loss for the recipe
@@ -88,15 +88,19 @@ def step_times(config: GPTConfig, batch, repeats: int) -> dict[str, float]:
     return {name: 1e3 * statistics.median(t) for name, t in times.items()}
 
 
-@torch.no_grad()
+def recipe_config(vocab_size: int, block_size: int = 64, nanogpt_model: bool = False) -> GPTConfig:
+    """The benchmark's network: GPT-2's (biases, an output head of its own) or, with
+    ``nanogpt_model``, nanoGPT's exact one (no biases, head tied to the token embedding)."""
+    return GPTConfig.tiny(
+        block_size=block_size, dropout=0.0, vocab_size=vocab_size, bias=not nanogpt_model, tie_weights=nanogpt_model
+    )
+
+
 def per_batch_losses(model: GPT, data, split: str, B: int, T: int, n: int) -> list[float]:
     """The loss of each of ``n`` batches drawn with a fixed seed (the same batches every run)."""
     gen = torch.Generator().manual_seed(1234)
-    was_training = model.training
-    model.eval()
-    out = [model(*data.get_batch(split, T, B, generator=gen)).loss.item() for _ in range(n)]
-    model.train(was_training)
-    return out
+    batch = lambda: data.get_batch(split, T, B, generator=gen)  # noqa: E731
+    return [estimate_loss(model, batch, model_loss, iters=1) for _ in range(n)]
 
 
 def main() -> None:
@@ -122,7 +126,7 @@ def main() -> None:
     data = shakespeare()
     B, T = args.batch_size, args.block_size
     exact = args.nanogpt_model
-    config = GPTConfig.tiny(block_size=T, dropout=0.0, vocab_size=data.vocab_size, bias=not exact, tie_weights=exact)
+    config = recipe_config(data.vocab_size, T, nanogpt_model=exact)
     model = GPT(config)
     print(f"model: {model.num_parameters() / 1e6:.2f}M parameters, {config}")
 

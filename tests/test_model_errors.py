@@ -162,3 +162,13 @@ def test_masking_arguments():
     ids = torch.ones(2, 4, dtype=torch.long)
     _raises(ValueError, r"mlm_probability must lie in \(0, 1\), but received 1\.5", apply_bert_masking, ids, 3, 10, mlm_probability=1.5)
     _raises(ValueError, r"mask_token_id must lie in 0\.\.9 \(vocab_size=10\), but received 12", apply_bert_masking, ids, 12, 10)
+
+
+def test_from_huggingface_untied_model_without_its_head():
+    transformers = pytest.importorskip("transformers")
+    config = transformers.GPT2Config(
+        vocab_size=20, n_positions=8, n_embd=16, n_layer=1, n_head=2, bos_token_id=None, eos_token_id=None,
+        tie_word_embeddings=False,
+    )
+    bare = transformers.GPT2Model(config)  # the transformer alone: an untied head's weights are not in it
+    _raises(ValueError, r"tie_word_embeddings=False but no lm_head: load a GPT2LMHeadModel", GPT.from_huggingface, bare)

@@ -176,7 +176,7 @@ def grade(root: Path, assignment: str, options: GradeOptions | None = None) -> G
                 if progress is not None:
                     progress.close()
                 detail = failure_detail(gen, stderr)
-                raise CourseError(f"could not load {assignment} into the gradebook:\n{(detail or '')[-3000:]}")
+                raise CourseError(f"could not load {assignment} into the gradebook:\n{detail[-3000:]}")
             stuck = [sid for sid in remaining if sid not in events_by_student]
             if stuck:
                 # The process died or hung on stuck[0]; report it and carry on with the rest.

@@ -120,10 +120,10 @@ def build_release(root: Path, out_dir: Path, assignments: list[str] | None = Non
         events, code, stderr = run_driver({"root": str(course), "ops": ops, "guarded": False})
         failed = [e for e in events if not e.get("success")]
         if failed or len(events) != len(ops):
-            detail = failure_detail(failed[0], stderr) if failed else stderr
+            detail = failure_detail(failed[0] if failed else None, stderr)
             raise CourseError(
                 f"nbgrader generate_assignment failed for "
-                f"{', '.join(e['assignment'] for e in failed) or 'the release'}:\n{(detail or '')[-3000:]}"
+                f"{', '.join(e['assignment'] for e in failed) or 'the release'}:\n{detail[-3000:]}"
             )
     return names
 
