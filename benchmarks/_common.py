@@ -49,9 +49,13 @@ def print_machine() -> None:
 def base_parser(description: str) -> argparse.ArgumentParser:
     """argparse with the options every script shares: --quick, --seed, --threads."""
     parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--quick", action="store_true", help="a smoke run of a few seconds (targets not checked)")
+    parser.add_argument(
+        "--quick", action="store_true", help="a smoke run of a few seconds (targets not checked)"
+    )
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
+    parser.add_argument(
+        "--threads", type=int, default=None, help="torch threads (default: torch's choice)"
+    )
     return parser
 
 

@@ -13,13 +13,13 @@ writes out the (B, H, T, T) weights as the notebooks do, is reported beside it.
 
 from __future__ import annotations
 
-# _common also puts the repository on sys.path, so the scripts run without installing.
-from _common import base_parser, finish, setup, verdict
-
 import statistics
 import time
 
 import torch
+
+# _common also puts the repository on sys.path, so the scripts run without installing.
+from _common import base_parser, finish, setup, verdict
 
 from transformer_lab import MultiHeadAttention
 
@@ -52,7 +52,11 @@ def main() -> None:
         for ours in (explicit, fused):
             w_q, w_k, w_v = theirs.in_proj_weight.chunk(3)
             b_q, b_k, b_v = theirs.in_proj_bias.chunk(3)
-            for proj, w, b in ((ours.q_proj, w_q, b_q), (ours.k_proj, w_k, b_k), (ours.v_proj, w_v, b_v)):
+            for proj, w, b in (
+                (ours.q_proj, w_q, b_q),
+                (ours.k_proj, w_k, b_k),
+                (ours.v_proj, w_v, b_v),
+            ):
                 proj.weight.copy_(w)
                 proj.bias.copy_(b)
             ours.out_proj.load_state_dict(theirs.out_proj.state_dict())
@@ -71,12 +75,23 @@ def main() -> None:
             results[name] += time_fwd_bwd(fn, x, 1)
     medians = {name: statistics.median(t) * 1e3 for name, t in results.items()}
     base = medians["torch.nn.MultiheadAttention"]
-    print(f"forward+backward, B={B} T={T} C={C} H={H}, {torch.get_num_threads()} threads, "
-          f"median of {args.repeats}")
+    print(
+        f"forward+backward, B={B} T={T} C={C} H={H}, {torch.get_num_threads()} threads, "
+        f"median of {args.repeats}"
+    )
     for name, ms in medians.items():
         print(f"  {name:30s} {ms:8.2f} ms   ratio to torch {ms / base:5.2f}")
     ratio = medians["ours, fused"] / base
-    finish([verdict(f"fused path <= {TARGET_RATIO}x torch", ratio <= TARGET_RATIO, f"{ratio:.2f}x", args.quick)])
+    finish(
+        [
+            verdict(
+                f"fused path <= {TARGET_RATIO}x torch",
+                ratio <= TARGET_RATIO,
+                f"{ratio:.2f}x",
+                args.quick,
+            )
+        ]
+    )
 
 
 if __name__ == "__main__":

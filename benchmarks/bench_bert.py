@@ -26,15 +26,20 @@ within 3 points of 50%.
 
 from __future__ import annotations
 
-# _common also puts the repository on sys.path, so the scripts run without installing.
-from _common import base_parser, finish, setup, verdict
-
 import dataclasses
 
 import torch
 
+# _common also puts the repository on sys.path, so the scripts run without installing.
+from _common import base_parser, finish, setup, verdict
+
 from transformer_lab.data import WordOrderTask
-from transformer_lab.models import BertConfig, BertForMaskedLM, BertForSequenceClassification, apply_bert_masking
+from transformer_lab.models import (
+    BertConfig,
+    BertForMaskedLM,
+    BertForSequenceClassification,
+    apply_bert_masking,
+)
 from transformer_lab.train import accuracy, estimate_loss, model_loss, seed_everything, train
 
 MLM_MARGIN = 1.0  # nats below the unigram baseline that count as "well below"
@@ -42,9 +47,13 @@ TARGET_WITH_POSITIONS = 0.70
 CHANCE_BAND = 0.03
 
 
-def masked(task: WordOrderTask, ids: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+def masked(
+    task: WordOrderTask, ids: torch.Tensor, generator: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor]:
     tok = task.tokenizer
-    return apply_bert_masking(ids, tok.mask_id, tok.vocab_size, special_token_ids=tok.never_mask_ids, generator=generator)
+    return apply_bert_masking(
+        ids, tok.mask_id, tok.vocab_size, special_token_ids=tok.never_mask_ids, generator=generator
+    )
 
 
 def mlm_loss_fn(task: WordOrderTask, generator: torch.Generator):
@@ -68,7 +77,11 @@ def fixed_val_mlm_batches(task: WordOrderTask, batch_size: int = 512):
     inputs, labels = masked(task, full.input_ids, torch.Generator().manual_seed(2024))
     mask = full.attention_mask
     return [
-        {"input_ids": inputs[i : i + batch_size], "attention_mask": mask[i : i + batch_size], "labels": labels[i : i + batch_size]}
+        {
+            "input_ids": inputs[i : i + batch_size],
+            "attention_mask": mask[i : i + batch_size],
+            "labels": labels[i : i + batch_size],
+        }
         for i in range(0, len(inputs), batch_size)
     ]
 
@@ -77,19 +90,29 @@ def classify(m, batch):
     return m(batch.input_ids, attention_mask=batch.attention_mask).logits, batch.labels
 
 
-def fine_tune(pretrained: BertForMaskedLM, task: WordOrderTask, args, use_positions: bool, desc: str):
+def fine_tune(
+    pretrained: BertForMaskedLM, task: WordOrderTask, args, use_positions: bool, desc: str
+):
     """A classifier with the pretrained encoder; returns (model, history, val acc, test acc)."""
     seed_everything(args.seed)
-    model = BertForSequenceClassification(dataclasses.replace(pretrained.config, positions=use_positions))
+    model = BertForSequenceClassification(
+        dataclasses.replace(pretrained.config, positions=use_positions)
+    )
     weights = pretrained.bert.state_dict()
     if not use_positions:
         weights = {k: v for k, v in weights.items() if not k.startswith("pos_emb.")}
     model.bert.load_state_dict(weights)  # strict: every other weight carries over
     gen = torch.Generator().manual_seed(args.seed + 1)
     history = train(
-        model, lambda: task.get_batch("train", args.batch_size, generator=gen), loss_fn=model_loss,
-        steps=args.cls_steps, lr=args.cls_lr, warmup_steps=min(100, args.cls_steps // 10), weight_decay=0.01,
-        betas=(0.9, 0.999), desc=desc,
+        model,
+        lambda: task.get_batch("train", args.batch_size, generator=gen),
+        loss_fn=model_loss,
+        steps=args.cls_steps,
+        lr=args.cls_lr,
+        warmup_steps=min(100, args.cls_steps // 10),
+        weight_decay=0.01,
+        betas=(0.9, 0.999),
+        desc=desc,
     )
     val_acc = accuracy(model, task.batches("val", 512), predict_fn=classify)
     test_acc = accuracy(model, task.batches("test", 512), predict_fn=classify)
@@ -122,32 +145,58 @@ def main() -> None:
     gen = torch.Generator().manual_seed(args.seed)
     val_batches = fixed_val_mlm_batches(task)
     mlm_history = train(
-        mlm, lambda: task.mlm_batch("train", args.batch_size, generator=gen), loss_fn=mlm_loss_fn(task, gen),
-        steps=args.mlm_steps, lr=args.mlm_lr, warmup_steps=min(200, args.mlm_steps // 10), weight_decay=0.01,
-        betas=(0.9, 0.999), desc="BERT MLM",
+        mlm,
+        lambda: task.mlm_batch("train", args.batch_size, generator=gen),
+        loss_fn=mlm_loss_fn(task, gen),
+        steps=args.mlm_steps,
+        lr=args.mlm_lr,
+        warmup_steps=min(200, args.mlm_steps // 10),
+        weight_decay=0.01,
+        betas=(0.9, 0.999),
+        desc="BERT MLM",
     )
     val_mlm = estimate_loss(mlm, val_batches, model_loss, iters=None)
-    print(f"\nMLM: {mlm_history.steps} steps in {mlm_history.elapsed:.1f} s "
-          f"({mlm_history.steps / mlm_history.elapsed:.1f} steps/s); val MLM loss {val_mlm:.3f} nats "
-          f"vs unigram baseline {baseline:.3f} (difference {baseline - val_mlm:.3f})")
+    print(
+        f"\nMLM: {mlm_history.steps} steps in {mlm_history.elapsed:.1f} s "
+        f"({mlm_history.steps / mlm_history.elapsed:.1f} steps/s); val MLM loss {val_mlm:.3f} nats "
+        f"vs unigram baseline {baseline:.3f} (difference {baseline - val_mlm:.3f})"
+    )
 
     # 2. and 3. fine-tuning, with and without positions
     _, h_pos, val_pos, test_pos = fine_tune(mlm, task, args, True, "classifier")
-    print(f"classifier with positions: {h_pos.steps} steps in {h_pos.elapsed:.1f} s; "
-          f"accuracy val {val_pos:.2%}, test {test_pos:.2%}")
-    _, h_nopos, val_nopos, test_nopos = fine_tune(mlm, task, args, False, "classifier, no positions")
-    print(f"classifier without positions: {h_nopos.steps} steps in {h_nopos.elapsed:.1f} s; "
-          f"accuracy val {val_nopos:.2%}, test {test_nopos:.2%}")
+    print(
+        f"classifier with positions: {h_pos.steps} steps in {h_pos.elapsed:.1f} s; "
+        f"accuracy val {val_pos:.2%}, test {test_pos:.2%}"
+    )
+    _, h_nopos, val_nopos, test_nopos = fine_tune(
+        mlm, task, args, False, "classifier, no positions"
+    )
+    print(
+        f"classifier without positions: {h_nopos.steps} steps in {h_nopos.elapsed:.1f} s; "
+        f"accuracy val {val_nopos:.2%}, test {test_nopos:.2%}"
+    )
     total = mlm_history.elapsed + h_pos.elapsed + h_nopos.elapsed
     print(f"total training time {total:.1f} s")
 
     results = [
-        verdict(f"MLM val loss <= baseline - {MLM_MARGIN:.0f} nat", val_mlm <= baseline - MLM_MARGIN,
-                f"{val_mlm:.3f} vs {baseline:.3f}", args.quick),
-        verdict(f"word order with positions >= {TARGET_WITH_POSITIONS:.0%} (test)", test_pos >= TARGET_WITH_POSITIONS,
-                f"{test_pos:.2%}", args.quick),
-        verdict(f"word order without positions within {CHANCE_BAND:.0%} of chance (test)",
-                abs(test_nopos - 0.5) <= CHANCE_BAND, f"{test_nopos:.2%}", args.quick),
+        verdict(
+            f"MLM val loss <= baseline - {MLM_MARGIN:.0f} nat",
+            val_mlm <= baseline - MLM_MARGIN,
+            f"{val_mlm:.3f} vs {baseline:.3f}",
+            args.quick,
+        ),
+        verdict(
+            f"word order with positions >= {TARGET_WITH_POSITIONS:.0%} (test)",
+            test_pos >= TARGET_WITH_POSITIONS,
+            f"{test_pos:.2%}",
+            args.quick,
+        ),
+        verdict(
+            f"word order without positions within {CHANCE_BAND:.0%} of chance (test)",
+            abs(test_nopos - 0.5) <= CHANCE_BAND,
+            f"{test_nopos:.2%}",
+            args.quick,
+        ),
     ]
     finish(results)
 

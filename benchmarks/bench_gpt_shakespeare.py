@@ -18,19 +18,26 @@ Targets: validation loss <= 1.88 (200 batches of 12 x 64 from a fixed seed) and 
 
 from __future__ import annotations
 
-# _common also puts the repository on sys.path, so the scripts run without installing.
-from _common import CHECKPOINT_DIR, base_parser, finish, setup, timer, verdict
-
 import statistics
 import time
 
 import torch
 import torch.nn.functional as F
+
+# _common also puts the repository on sys.path, so the scripts run without installing.
+from _common import CHECKPOINT_DIR, base_parser, finish, setup, timer, verdict
 from torch import nn
 
 from transformer_lab.data import shakespeare
 from transformer_lab.models import GPT, GPTConfig
-from transformer_lab.train import estimate_loss, make_optimizer, model_loss, save_checkpoint, seed_everything, train
+from transformer_lab.train import (
+    estimate_loss,
+    make_optimizer,
+    model_loss,
+    save_checkpoint,
+    seed_everything,
+    train,
+)
 
 NANOGPT_SECONDS = 87.0  # nanoGPT's time for the same recipe on this machine
 TARGET_VAL_LOSS = 1.88  # nanoGPT's published validation loss for the recipe
@@ -46,7 +53,14 @@ class TorchGPT(nn.Module):
         self.tok = nn.Embedding(c.vocab_size, c.d_model)
         self.pos = nn.Embedding(c.block_size, c.d_model)
         layer = nn.TransformerEncoderLayer(
-            c.d_model, c.n_head, c.d_ff, 0.0, activation="gelu", batch_first=True, norm_first=True, bias=c.bias
+            c.d_model,
+            c.n_head,
+            c.d_ff,
+            0.0,
+            activation="gelu",
+            batch_first=True,
+            norm_first=True,
+            bias=c.bias,
         )
         self.blocks = nn.TransformerEncoder(layer, c.n_layer, enable_nested_tensor=False)
         self.norm = nn.LayerNorm(c.d_model, bias=c.bias)
@@ -57,7 +71,9 @@ class TorchGPT(nn.Module):
 
     def forward(self, idx, targets):
         T = idx.shape[1]
-        h = self.blocks(self.tok(idx) + self.pos.weight[:T], mask=self.mask[:T, :T], is_causal=True)  # (B, T, C)
+        h = self.blocks(
+            self.tok(idx) + self.pos.weight[:T], mask=self.mask[:T, :T], is_causal=True
+        )  # (B, T, C)
         logits = self.head(self.norm(h))  # (B, T, V)
         return F.cross_entropy(logits.flatten(0, 1), targets.flatten())  # (B*T, V) vs (B*T,)
 
@@ -65,8 +81,10 @@ class TorchGPT(nn.Module):
 def step_times(config: GPTConfig, batch, repeats: int) -> dict[str, float]:
     """Median ms of one optimizer step (forward, backward, clip, AdamW) for ours and torch's,
     interleaved so a busy machine slows both alike."""
-    models = {"ours (GPT)": (GPT(config), lambda m, x, y: m(x, y).loss),
-              "torch.nn.TransformerEncoder": (TorchGPT(config), lambda m, x, y: m(x, y))}
+    models = {
+        "ours (GPT)": (GPT(config), lambda m, x, y: m(x, y).loss),
+        "torch.nn.TransformerEncoder": (TorchGPT(config), lambda m, x, y: m(x, y)),
+    }
     steps = {}
     for name, (model, loss_of) in models.items():
         opt, params = make_optimizer(model), list(model.parameters())
@@ -92,7 +110,11 @@ def recipe_config(vocab_size: int, block_size: int = 64, nanogpt_model: bool = F
     """The benchmark's network: GPT-2's (biases, an output head of its own) or, with
     ``nanogpt_model``, nanoGPT's exact one (no biases, head tied to the token embedding)."""
     return GPTConfig.tiny(
-        block_size=block_size, dropout=0.0, vocab_size=vocab_size, bias=not nanogpt_model, tie_weights=nanogpt_model
+        block_size=block_size,
+        dropout=0.0,
+        vocab_size=vocab_size,
+        bias=not nanogpt_model,
+        tie_weights=nanogpt_model,
     )
 
 
@@ -110,10 +132,20 @@ def main() -> None:
     parser.add_argument("--block-size", type=int, default=64)
     parser.add_argument("--eval-batches", type=int, default=200)
     parser.add_argument("--sample-tokens", type=int, default=300)
-    parser.add_argument("--reference-steps", type=int, default=40, help="interleaved steps timed against torch's modules")
-    parser.add_argument("--nanogpt-model", action="store_true",
-                        help="nanoGPT's model exactly: no biases, output head tied to the token embedding")
-    parser.add_argument("--save", action="store_true", help=f"write transformer_lab/checkpoints/{CHECKPOINT_NAME}")
+    parser.add_argument(
+        "--reference-steps",
+        type=int,
+        default=40,
+        help="interleaved steps timed against torch's modules",
+    )
+    parser.add_argument(
+        "--nanogpt-model",
+        action="store_true",
+        help="nanoGPT's model exactly: no biases, output head tied to the token embedding",
+    )
+    parser.add_argument(
+        "--save", action="store_true", help=f"write transformer_lab/checkpoints/{CHECKPOINT_NAME}"
+    )
     parser.set_defaults(seed=1337)  # nanoGPT's seed
     args = parser.parse_args()
     if args.quick and args.save:
@@ -130,7 +162,11 @@ def main() -> None:
     model = GPT(config)
     print(f"model: {model.num_parameters() / 1e6:.2f}M parameters, {config}")
 
-    ref = step_times(config, data.get_batch("train", T, B, generator=torch.Generator().manual_seed(0)), args.reference_steps)
+    ref = step_times(
+        config,
+        data.get_batch("train", T, B, generator=torch.Generator().manual_seed(0)),
+        args.reference_steps,
+    )
     base = ref["torch.nn.TransformerEncoder"]
     for name, ms in ref.items():
         print(f"one training step, {name:28s} {ms:6.1f} ms   ratio to torch {ms / base:4.2f}")
@@ -156,42 +192,74 @@ def main() -> None:
 
     # Evaluation on fixed batches (the same every run) so runs compare; a few batches are noisy.
     with timer() as eval_time:
-        batch_losses = {split: per_batch_losses(model, data, split, B, T, args.eval_batches) for split in ("train", "val")}
+        batch_losses = {
+            split: per_batch_losses(model, data, split, B, T, args.eval_batches)
+            for split in ("train", "val")
+        }
         losses = {split: statistics.fmean(v) for split, v in batch_losses.items()}
-    groups = [statistics.fmean(batch_losses["val"][i : i + 20]) for i in range(0, len(batch_losses["val"]) - 19, 20)]
+    groups = [
+        statistics.fmean(batch_losses["val"][i : i + 20])
+        for i in range(0, len(batch_losses["val"]) - 19, 20)
+    ]
     with timer() as sample_time:
         prompt = torch.tensor([data.tokenizer.encode("\n")])  # (1, 1)
         out = model.generate(
-            prompt, args.sample_tokens, temperature=0.8, top_k=40,
-            generator=torch.Generator().manual_seed(args.seed), progress=False,
+            prompt,
+            args.sample_tokens,
+            temperature=0.8,
+            top_k=40,
+            generator=torch.Generator().manual_seed(args.seed),
+            progress=False,
         )
         sample = data.tokenizer.decode(out[0, 1:])
 
-    print(f"\ntraining: {history.steps} steps in {train_s:.1f} s = {history.steps / train_s:.1f} steps/s, "
-          f"{tokens / train_s:,.0f} tokens/s ({1e3 * train_s / history.steps:.1f} ms/step)")
+    print(
+        f"\ntraining: {history.steps} steps in {train_s:.1f} s = {history.steps / train_s:.1f} steps/s, "
+        f"{tokens / train_s:,.0f} tokens/s ({1e3 * train_s / history.steps:.1f} ms/step)"
+    )
     print(f"ratio to nanoGPT's {NANOGPT_SECONDS:.0f} s: {train_s / NANOGPT_SECONDS:.2f}")
-    print(f"evaluation: train loss {losses['train']:.4f}, val loss {losses['val']:.4f} "
-          f"({args.eval_batches} batches of {B}x{T} each, {eval_time():.1f} s)")
+    print(
+        f"evaluation: train loss {losses['train']:.4f}, val loss {losses['val']:.4f} "
+        f"({args.eval_batches} batches of {B}x{T} each, {eval_time():.1f} s)"
+    )
     if len(groups) > 1:
-        print(f"nanoGPT's estimator (the mean of 20 batches) on the same model: {min(groups):.4f} to "
-              f"{max(groups):.4f} over {len(groups)} disjoint sets of 20 of these batches")
+        print(
+            f"nanoGPT's estimator (the mean of 20 batches) on the same model: {min(groups):.4f} to "
+            f"{max(groups):.4f} over {len(groups)} disjoint sets of 20 of these batches"
+        )
     print(f"final logged train loss {history.final_train_loss:.4f}")
-    print(f"sample ({args.sample_tokens} tokens, temperature 0.8, top-k 40, {sample_time():.1f} s):")
+    print(
+        f"sample ({args.sample_tokens} tokens, temperature 0.8, top-k 40, {sample_time():.1f} s):"
+    )
     print("-" * 60 + "\n" + sample + "\n" + "-" * 60)
 
     if args.save:
         path = save_checkpoint(
-            CHECKPOINT_DIR / CHECKPOINT_NAME, model, config=config, step=history.steps,
-            vocab="".join(data.tokenizer.chars), val_loss=losses["val"], train_loss=losses["train"],
-            recipe="nanoGPT train_shakespeare_char, CPU overrides", seed=args.seed,
-            architecture="nanoGPT's (no biases, tied head)" if exact else "GPT-2's (biases, untied head)",
+            CHECKPOINT_DIR / CHECKPOINT_NAME,
+            model,
+            config=config,
+            step=history.steps,
+            vocab="".join(data.tokenizer.chars),
+            val_loss=losses["val"],
+            train_loss=losses["train"],
+            recipe="nanoGPT train_shakespeare_char, CPU overrides",
+            seed=args.seed,
+            architecture="nanoGPT's (no biases, tied head)"
+            if exact
+            else "GPT-2's (biases, untied head)",
         )
         print(f"saved {path} ({path.stat().st_size / 1e6:.2f} MB)")
 
     results = [
-        verdict("val loss <= 1.88", losses["val"] <= TARGET_VAL_LOSS, f"{losses['val']:.4f}", args.quick),
-        verdict(f"training time <= {NANOGPT_SECONDS:.0f} s", train_s <= NANOGPT_SECONDS,
-                f"{train_s:.1f} s (ratio {train_s / NANOGPT_SECONDS:.2f})", args.quick),
+        verdict(
+            "val loss <= 1.88", losses["val"] <= TARGET_VAL_LOSS, f"{losses['val']:.4f}", args.quick
+        ),
+        verdict(
+            f"training time <= {NANOGPT_SECONDS:.0f} s",
+            train_s <= NANOGPT_SECONDS,
+            f"{train_s:.1f} s (ratio {train_s / NANOGPT_SECONDS:.2f})",
+            args.quick,
+        ),
     ]
     finish(results)
 

@@ -19,13 +19,13 @@ Target: the cache is at least 3x faster for 256 new tokens.
 
 from __future__ import annotations
 
-# _common also puts the repository on sys.path, so the scripts run without installing.
-from _common import base_parser, finish, setup, verdict
-
 import statistics
 import time
 
 import torch
+
+# _common also puts the repository on sys.path, so the scripts run without installing.
+from _common import base_parser, finish, setup, verdict
 
 from transformer_lab.data import shakespeare
 from transformer_lab.models import GPT, GPTConfig
@@ -33,10 +33,14 @@ from transformer_lab.models import GPT, GPTConfig
 TARGET_SPEEDUP = 3.0
 
 
-def timed_generate(model: GPT, prompt: torch.Tensor, n: int, use_cache: bool, temperature: float, seed: int):
+def timed_generate(
+    model: GPT, prompt: torch.Tensor, n: int, use_cache: bool, temperature: float, seed: int
+):
     gen = torch.Generator().manual_seed(seed)
     start = time.perf_counter()
-    out = model.generate(prompt, n, temperature=temperature, use_cache=use_cache, generator=gen, progress=False)
+    out = model.generate(
+        prompt, n, temperature=temperature, use_cache=use_cache, generator=gen, progress=False
+    )
     return out, time.perf_counter() - start
 
 
@@ -59,8 +63,10 @@ def main() -> None:
         model.tok_emb.weight.normal_(0.0, 1.0)  # peaked logits: see the module docstring
     data = shakespeare()
     prompt = data.val[: args.prompt_tokens].repeat(args.batch_size, 1)  # (B, T0)
-    print(f"model: {model.num_parameters() / 1e6:.2f}M parameters, block_size {config.block_size}; "
-          f"prompt {tuple(prompt.shape)}, {args.new_tokens} new tokens, median of {args.repeats}")
+    print(
+        f"model: {model.num_parameters() / 1e6:.2f}M parameters, block_size {config.block_size}; "
+        f"prompt {tuple(prompt.shape)}, {args.new_tokens} new tokens, median of {args.repeats}"
+    )
 
     results = []
     for label, temperature in (("greedy", 0.0), ("sampled, T=1", 1.0)):
@@ -69,19 +75,27 @@ def main() -> None:
         outputs = {}
         for _ in range(args.repeats):  # interleaved, so a busy machine slows both alike
             for use_cache in (True, False):
-                out, seconds = timed_generate(model, prompt, args.new_tokens, use_cache, temperature, args.seed)
+                out, seconds = timed_generate(
+                    model, prompt, args.new_tokens, use_cache, temperature, args.seed
+                )
                 times[use_cache].append(seconds)
                 outputs[use_cache] = out
         same = torch.equal(outputs[True], outputs[False])
         assert same, f"{label}: generation with the cache differs from generation without it"
         cached, uncached = statistics.median(times[True]), statistics.median(times[False])
         n = args.new_tokens * args.batch_size
-        print(f"{label}: with cache {cached:.2f} s ({n / cached:,.0f} tokens/s, {1e3 * cached / args.new_tokens:.1f} ms/token), "
-              f"without {uncached:.2f} s ({n / uncached:,.0f} tokens/s, {1e3 * uncached / args.new_tokens:.1f} ms/token), "
-              f"speed-up {uncached / cached:.1f}x, identical tokens: {same}")
+        print(
+            f"{label}: with cache {cached:.2f} s ({n / cached:,.0f} tokens/s, {1e3 * cached / args.new_tokens:.1f} ms/token), "
+            f"without {uncached:.2f} s ({n / uncached:,.0f} tokens/s, {1e3 * uncached / args.new_tokens:.1f} ms/token), "
+            f"speed-up {uncached / cached:.1f}x, identical tokens: {same}"
+        )
         results.append(
-            verdict(f"{label}: cache >= {TARGET_SPEEDUP:.0f}x faster, same tokens", same and uncached / cached >= TARGET_SPEEDUP,
-                    f"{uncached / cached:.1f}x", args.quick)
+            verdict(
+                f"{label}: cache >= {TARGET_SPEEDUP:.0f}x faster, same tokens",
+                same and uncached / cached >= TARGET_SPEEDUP,
+                f"{uncached / cached:.1f}x",
+                args.quick,
+            )
         )
     finish(results)
 

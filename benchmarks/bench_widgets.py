@@ -92,7 +92,16 @@ def main() -> None:
             flush=True,
         )
     print()
-    finish([verdict("worst median slider step < 100 ms", worst < TARGET_MS, f"{worst:.0f} ms", args.quick)])
+    finish(
+        [
+            verdict(
+                "worst median slider step < 100 ms",
+                worst < TARGET_MS,
+                f"{worst:.0f} ms",
+                args.quick,
+            )
+        ]
+    )
 
 
 if __name__ == "__main__":

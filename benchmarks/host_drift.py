@@ -12,11 +12,10 @@ Not a ``bench_*`` script, so ``make benchmarks`` does not run it (it takes about
 
 from __future__ import annotations
 
-from _common import base_parser, setup
-
 import statistics
 
 import torch
+from _common import base_parser, setup
 from bench_gpt_shakespeare import recipe_config
 
 from transformer_lab.data import shakespeare
@@ -37,22 +36,35 @@ def main() -> None:
     data = shakespeare()
     B, T = 12, 64
     model = GPT(recipe_config(data.vocab_size, T))
-    opt = make_optimizer(model, lr=1e-3, weight_decay=0.1, betas=(0.9, 0.99))  # one optimizer across windows
+    opt = make_optimizer(
+        model, lr=1e-3, weight_decay=0.1, betas=(0.9, 0.99)
+    )  # one optimizer across windows
     gen = torch.Generator().manual_seed(args.seed)
 
     windows: list[float] = []  # ms per step, one entry per window
     clock = 0.0
     for first in range(1, args.steps - args.every + 2, args.every):
         history = train(
-            model, lambda: data.get_batch("train", T, B, generator=gen), loss_fn=model_loss,
-            steps=args.every, optimizer=opt, lr=1e-3, progress=False,
+            model,
+            lambda: data.get_batch("train", T, B, generator=gen),
+            loss_fn=model_loss,
+            steps=args.every,
+            optimizer=opt,
+            lr=1e-3,
+            progress=False,
         )
         clock += history.elapsed
         windows.append(1e3 * history.elapsed / args.every)
-        print(f"{clock:7.1f} s   steps {first:>5}-{first + args.every - 1:<5}  {windows[-1]:5.1f} ms/step", flush=True)
+        print(
+            f"{clock:7.1f} s   steps {first:>5}-{first + args.every - 1:<5}  {windows[-1]:5.1f} ms/step",
+            flush=True,
+        )
     if windows:
-        print(f"fastest window {min(windows):.1f} ms/step, slowest {max(windows):.1f} "
-              f"(ratio {max(windows) / min(windows):.2f}), median {statistics.median(windows):.1f}")
+        print(
+            f"fastest window {min(windows):.1f} ms/step, slowest {max(windows):.1f} "
+            f"(ratio {max(windows) / min(windows):.2f}), median {statistics.median(windows):.1f}"
+        )
+
 
 if __name__ == "__main__":
     main()

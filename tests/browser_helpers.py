@@ -62,7 +62,9 @@ def _is_graded_cell(cell: nbformat.NotebookNode) -> bool:
 
 def _names(source: str, *, defined: bool) -> set[str]:
     """Names a cell defines (functions, classes, assignments) or uses; IPython magics are blanked."""
-    code = "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in source.splitlines())
+    code = "\n".join(
+        "" if line.lstrip().startswith(("%", "!")) else line for line in source.splitlines()
+    )
     try:
         tree = ast.parse(code)
     except SyntaxError:
@@ -91,14 +93,28 @@ def explorer_notebook(source: Path, dest_dir: Path) -> tuple[Path, int, str]:
     code_cells = [c for c in nb.cells if c.cell_type == "code"]
     explorer = next((c for c in code_cells if EXPLORER_CALL.search(c.source)), None)
     if explorer is None:
-        raise LookupError(f"{source} has no cell that calls an explorer (pattern {EXPLORER_CALL.pattern}).")
+        raise LookupError(
+            f"{source} has no cell that calls an explorer (pattern {EXPLORER_CALL.pattern})."
+        )
     above = code_cells[: code_cells.index(explorer)]
     answers = set().union(
-        *(_names(c.source, defined=True) for c in above if c.metadata.get("nbgrader", {}).get("solution"))
+        *(
+            _names(c.source, defined=True)
+            for c in above
+            if c.metadata.get("nbgrader", {}).get("solution")
+        )
     )
-    setup = [c for c in above if not _is_graded_cell(c) and not (_names(c.source, defined=False) & answers)]
+    setup = [
+        c
+        for c in above
+        if not _is_graded_cell(c) and not (_names(c.source, defined=False) & answers)
+    ]
     copy = nbformat.v4.new_notebook()
-    copy.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    copy.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
     copy.cells = [nbformat.v4.new_code_cell(c.source) for c in [*setup, explorer]]
     path = dest_dir / "explorer.ipynb"
     nbformat.write(copy, path)
@@ -111,14 +127,16 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_lab(root_dir: Path, work_dir: Path, port: int, token: str, log_path: Path) -> subprocess.Popen:
+def start_lab(
+    root_dir: Path, work_dir: Path, port: int, token: str, log_path: Path
+) -> subprocess.Popen:
     """Start JupyterLab on 127.0.0.1:port, isolated from the user's settings; wait until it answers."""
     settings = work_dir / "lab-settings"
     (settings / "@jupyterlab" / "apputils-extension").mkdir(parents=True, exist_ok=True)
     # No "receive Jupyter news?" toast over the notebook.
-    (settings / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings").write_text(
-        '{"fetchNews": "false", "checkForUpdates": false}'
-    )
+    (
+        settings / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings"
+    ).write_text('{"fetchNews": "false", "checkForUpdates": false}')
     env = {k: v for k, v in os.environ.items() if k not in ("NBGRADER_EXECUTION", "TLAB_GRADING")}
     env.update(
         PYTHONPATH=os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep),

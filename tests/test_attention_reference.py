@@ -27,8 +27,12 @@ def _assert_same_forward_and_backward(ours, theirs, inputs):
 
 def test_softmax_matches_torch_forward_and_backward():
     (x,) = _leaves((4, 7, 9))
-    _assert_same_forward_and_backward(lambda x: softmax(x, dim=-1), lambda x: torch.softmax(x, -1), [x])
-    _assert_same_forward_and_backward(lambda x: softmax(x, dim=1), lambda x: torch.softmax(x, 1), [x])
+    _assert_same_forward_and_backward(
+        lambda x: softmax(x, dim=-1), lambda x: torch.softmax(x, -1), [x]
+    )
+    _assert_same_forward_and_backward(
+        lambda x: softmax(x, dim=1), lambda x: torch.softmax(x, 1), [x]
+    )
 
 
 def test_softmax_is_stable_for_huge_inputs():
@@ -43,7 +47,12 @@ CASES = {
     "multi_head": ((2, 4, 6, 8), (2, 4, 6, 8), (2, 4, 6, 8), lambda: None),
     "causal": ((2, 4, 6, 8), (2, 4, 6, 8), (2, 4, 6, 8), lambda: causal_mask(6)),
     "causal_with_cache_offset": ((2, 3, 8), (2, 7, 8), (2, 7, 8), lambda: causal_mask(3, 7)),
-    "padding": ((3, 4, 5, 8), (3, 4, 6, 8), (3, 4, 6, 8), lambda: padding_mask_from_lengths([6, 2, 4])),
+    "padding": (
+        (3, 4, 5, 8),
+        (3, 4, 6, 8),
+        (3, 4, 6, 8),
+        lambda: padding_mask_from_lengths([6, 2, 4]),
+    ),
     "causal_and_padding": (
         (3, 2, 6, 8),
         (3, 2, 6, 8),
@@ -76,13 +85,17 @@ def test_sdpa_weights_are_probabilities_that_reproduce_the_output():
 def _copy_into_torch_mha(ours: MultiHeadAttention, theirs: torch.nn.MultiheadAttention) -> None:
     with torch.no_grad():
         if theirs._qkv_same_embed_dim:
-            theirs.in_proj_weight.copy_(torch.cat([ours.q_proj.weight, ours.k_proj.weight, ours.v_proj.weight]))
+            theirs.in_proj_weight.copy_(
+                torch.cat([ours.q_proj.weight, ours.k_proj.weight, ours.v_proj.weight])
+            )
         else:
             theirs.q_proj_weight.copy_(ours.q_proj.weight)
             theirs.k_proj_weight.copy_(ours.k_proj.weight)
             theirs.v_proj_weight.copy_(ours.v_proj.weight)
         if ours.q_proj.bias is not None:
-            theirs.in_proj_bias.copy_(torch.cat([ours.q_proj.bias, ours.k_proj.bias, ours.v_proj.bias]))
+            theirs.in_proj_bias.copy_(
+                torch.cat([ours.q_proj.bias, ours.k_proj.bias, ours.v_proj.bias])
+            )
             theirs.out_proj.bias.copy_(ours.out_proj.bias)
         theirs.out_proj.weight.copy_(ours.out_proj.weight)
 
@@ -93,9 +106,15 @@ def _copy_into_torch_mha(ours: MultiHeadAttention, theirs: torch.nn.MultiheadAtt
 def test_multihead_matches_torch_module(kind, bias, fused):
     torch.manual_seed(0)
     B, T, S, C, H, kv_dim = 3, 5, 7, 16, 4, 12
-    ours = MultiHeadAttention(C, H, bias=bias, kv_dim=kv_dim if kind == "cross" else None, fused=fused)
+    ours = MultiHeadAttention(
+        C, H, bias=bias, kv_dim=kv_dim if kind == "cross" else None, fused=fused
+    )
     theirs = torch.nn.MultiheadAttention(
-        C, H, bias=bias, batch_first=True, kdim=kv_dim if kind == "cross" else None,
+        C,
+        H,
+        bias=bias,
+        batch_first=True,
+        kdim=kv_dim if kind == "cross" else None,
         vdim=kv_dim if kind == "cross" else None,
     )
     _copy_into_torch_mha(ours, theirs)
@@ -105,14 +124,19 @@ def test_multihead_matches_torch_module(kind, bias, fused):
     keys = x if mem is None else mem
     ours_mask = padding_mask_from_lengths(lengths, keys.shape[1])  # (B, 1, 1, S), True = attend
     out_ours, w_ours = ours(x, mem, mask=ours_mask, need_weights=not fused)
-    out_theirs, w_theirs = theirs(x, keys, keys, key_padding_mask=~ours_mask[:, 0, 0, :], average_attn_weights=False)
+    out_theirs, w_theirs = theirs(
+        x, keys, keys, key_padding_mask=~ours_mask[:, 0, 0, :], average_attn_weights=False
+    )
     torch.testing.assert_close(out_ours, out_theirs, atol=ATOL, rtol=0)
     if not fused:
         torch.testing.assert_close(w_ours, w_theirs, atol=ATOL, rtol=0)
     g = torch.randn_like(out_theirs)
     inputs = [x] if mem is None else [x, mem]
     params_ours = [ours.q_proj.weight, ours.out_proj.weight]
-    params_theirs = [theirs.in_proj_weight if theirs._qkv_same_embed_dim else theirs.q_proj_weight, theirs.out_proj.weight]
+    params_theirs = [
+        theirs.in_proj_weight if theirs._qkv_same_embed_dim else theirs.q_proj_weight,
+        theirs.out_proj.weight,
+    ]
     grads_ours = torch.autograd.grad(out_ours, inputs + params_ours, g)
     grads_theirs = torch.autograd.grad(out_theirs, inputs + params_theirs, g)
     for a, b in zip(grads_ours[: len(inputs)], grads_theirs[: len(inputs)]):
@@ -120,7 +144,9 @@ def test_multihead_matches_torch_module(kind, bias, fused):
     C_ = C
     q_grad_theirs = grads_theirs[len(inputs)][:C_]  # torch packs W_q, W_k, W_v: take W_q's rows
     torch.testing.assert_close(grads_ours[len(inputs)], q_grad_theirs, atol=ATOL, rtol=0)
-    torch.testing.assert_close(grads_ours[len(inputs) + 1], grads_theirs[len(inputs) + 1], atol=ATOL, rtol=0)
+    torch.testing.assert_close(
+        grads_ours[len(inputs) + 1], grads_theirs[len(inputs) + 1], atol=ATOL, rtol=0
+    )
 
 
 def test_multihead_with_causal_mask_matches_torch():

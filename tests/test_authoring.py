@@ -57,12 +57,41 @@ def test_tags_become_schema_3_metadata(tmp_path):
     result = author_notebook(path)
     assert result.ok and result.written, result.errors
     nb = nbformat.read(path, as_version=4)
-    assert _meta(path, 0) == {"grade": False, "grade_id": f"cell-{nb.cells[0].id}", "locked": True, "schema_version": 3, "solution": False}
-    assert _meta(path, 1) == {"grade": False, "grade_id": "f_impl", "locked": False, "schema_version": 3, "solution": True}
-    assert _meta(path, 2) == {"grade": True, "grade_id": f"cell-{nb.cells[2].id}", "locked": True, "points": 3, "schema_version": 3, "solution": False}
-    assert _meta(path, 3) == {"grade": True, "grade_id": "why", "locked": False, "points": 2, "schema_version": 3, "solution": True}
+    assert _meta(path, 0) == {
+        "grade": False,
+        "grade_id": f"cell-{nb.cells[0].id}",
+        "locked": True,
+        "schema_version": 3,
+        "solution": False,
+    }
+    assert _meta(path, 1) == {
+        "grade": False,
+        "grade_id": "f_impl",
+        "locked": False,
+        "schema_version": 3,
+        "solution": True,
+    }
+    assert _meta(path, 2) == {
+        "grade": True,
+        "grade_id": f"cell-{nb.cells[2].id}",
+        "locked": True,
+        "points": 3,
+        "schema_version": 3,
+        "solution": False,
+    }
+    assert _meta(path, 3) == {
+        "grade": True,
+        "grade_id": "why",
+        "locked": False,
+        "points": 2,
+        "schema_version": 3,
+        "solution": True,
+    }
     assert _meta(path, 4) is None
-    assert nb.cells[1].metadata.tags == ["solution", "id:f_impl"]  # tags stay: re-running is idempotent
+    assert nb.cells[1].metadata.tags == [
+        "solution",
+        "id:f_impl",
+    ]  # tags stay: re-running is idempotent
 
 
 def test_idempotent_and_check_mode(tmp_path):
@@ -89,14 +118,34 @@ def test_idempotent_and_check_mode(tmp_path):
         ([code(TEST, ["tests:0"])], "positive number of points"),
         ([code(TEST, ["tests:two"])], "positive number of points"),
         ([code(ANSWER, ["solution", "id:bad id!"])], "must match [A-Za-z0-9_-]+"),
-        ([code(ANSWER, ["solution", "id:x"]), code(TEST, ["tests:1", "id:x"])], "duplicate grade id 'x'"),
+        (
+            [code(ANSWER, ["solution", "id:x"]), code(TEST, ["tests:1", "id:x"])],
+            "duplicate grade id 'x'",
+        ),
         ([code(ANSWER, ["solution", "readonly"])], "cannot be combined"),
         ([code("x = 1", ["id:lonely"])], "needs a role tag"),
-        ([code("assert True\n### BEGIN HIDDEN TESTS\nassert True", ["tests:1"])], "without a matching"),
-        ([code("x = 1\n### BEGIN HIDDEN TESTS\nassert x\n### END HIDDEN TESTS")], "not tagged 'tests:N'"),
+        (
+            [code("assert True\n### BEGIN HIDDEN TESTS\nassert True", ["tests:1"])],
+            "without a matching",
+        ),
+        (
+            [code("x = 1\n### BEGIN HIDDEN TESTS\nassert x\n### END HIDDEN TESTS")],
+            "not tagged 'tests:N'",
+        ),
         ([code(ANSWER)], "not tagged 'solution'"),
     ],
-    ids=["no-markers", "zero-points", "bad-points", "bad-id", "duplicate", "conflict", "id-only", "unbalanced", "hidden-untagged", "solution-untagged"],
+    ids=[
+        "no-markers",
+        "zero-points",
+        "bad-points",
+        "bad-id",
+        "duplicate",
+        "conflict",
+        "id-only",
+        "unbalanced",
+        "hidden-untagged",
+        "solution-untagged",
+    ],
 )
 def test_authoring_errors_are_reported_and_nothing_written(tmp_path, cells, words):
     path = write(tmp_path, *cells)
@@ -116,8 +165,26 @@ def test_markdown_solution_must_be_graded(tmp_path):
 
 
 def test_hand_written_metadata_is_validated(tmp_path):
-    good = code(ANSWER, nbgrader={"grade": False, "grade_id": "f", "locked": False, "schema_version": 3, "solution": True})
-    bad = code(TEST, nbgrader={"grade": True, "grade_id": "t", "locked": True, "schema_version": 3, "solution": False})  # no points
+    good = code(
+        ANSWER,
+        nbgrader={
+            "grade": False,
+            "grade_id": "f",
+            "locked": False,
+            "schema_version": 3,
+            "solution": True,
+        },
+    )
+    bad = code(
+        TEST,
+        nbgrader={
+            "grade": True,
+            "grade_id": "t",
+            "locked": True,
+            "schema_version": 3,
+            "solution": False,
+        },
+    )  # no points
     assert author_notebook(write(tmp_path, good, name="good.ipynb"), check=True).ok
     result = author_notebook(write(tmp_path, good, bad, name="bad.ipynb"), check=True)
     assert any("does not have points" in e for e in result.errors), result.errors

@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
-SCRIPTS = sorted(p.name for p in BENCHMARKS.glob("bench_*.py"))  # every benchmark, as `make benchmarks` runs them
+SCRIPTS = sorted(
+    p.name for p in BENCHMARKS.glob("bench_*.py")
+)  # every benchmark, as `make benchmarks` runs them
 
 
 @pytest.mark.slow
@@ -19,7 +21,9 @@ SCRIPTS = sorted(p.name for p in BENCHMARKS.glob("bench_*.py"))  # every benchma
 def test_benchmark_runs_quick(script):
     result = subprocess.run(
         [sys.executable, str(BENCHMARKS / script), "--quick", "--threads", "1"],
-        capture_output=True, text=True, timeout=600,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     assert "machine:" in result.stdout
@@ -30,7 +34,9 @@ def test_benchmark_runs_quick(script):
 def test_quick_run_refuses_to_overwrite_a_shipped_checkpoint():
     result = subprocess.run(
         [sys.executable, str(BENCHMARKS / "bench_vit_digits.py"), "--quick", "--save"],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert result.returncode == 2
     assert "--save writes the shipped checkpoint" in result.stderr
@@ -39,7 +45,9 @@ def test_quick_run_refuses_to_overwrite_a_shipped_checkpoint():
 def test_host_drift_prints_one_line_per_window():
     result = subprocess.run(
         [sys.executable, str(BENCHMARKS / "host_drift.py"), "--quick", "--threads", "1"],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     assert result.stdout.count("ms/step") == 3  # two windows of 10 steps and the summary

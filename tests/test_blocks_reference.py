@@ -4,14 +4,22 @@ import pytest
 import torch
 from torch import nn
 
-from transformer_lab import DecoderBlock, EncoderBlock, LayerNorm, causal_mask, padding_mask_from_lengths
+from transformer_lab import (
+    DecoderBlock,
+    EncoderBlock,
+    LayerNorm,
+    causal_mask,
+    padding_mask_from_lengths,
+)
 from transformer_lab.heads import MultiHeadAttention
 
 ATOL = 1e-5  # float32 tolerance for every comparison in this file
 
 
 def _copy_mha(ours: MultiHeadAttention, theirs: nn.MultiheadAttention) -> None:
-    theirs.in_proj_weight.copy_(torch.cat([ours.q_proj.weight, ours.k_proj.weight, ours.v_proj.weight]))
+    theirs.in_proj_weight.copy_(
+        torch.cat([ours.q_proj.weight, ours.k_proj.weight, ours.v_proj.weight])
+    )
     theirs.in_proj_bias.copy_(torch.cat([ours.q_proj.bias, ours.k_proj.bias, ours.v_proj.bias]))
     theirs.out_proj.weight.copy_(ours.out_proj.weight)
     theirs.out_proj.bias.copy_(ours.out_proj.bias)
@@ -46,7 +54,9 @@ def test_layer_norm_matches_torch():
         _copy_norm(ours, theirs)
     x = torch.randn(4, 6, 10, requires_grad=True) * 3 + 2
     torch.testing.assert_close(ours(x), theirs(x), atol=ATOL, rtol=0)
-    _assert_grads_match(ours(x), theirs(x), [ours.weight, ours.bias], [theirs.weight, theirs.bias], [x])
+    _assert_grads_match(
+        ours(x), theirs(x), [ours.weight, ours.bias], [theirs.weight, theirs.bias], [x]
+    )
 
 
 @pytest.mark.parametrize("activation", ["relu", "gelu"])
@@ -72,8 +82,11 @@ def test_encoder_block_matches_torch(norm_first, activation):
     out_theirs = theirs(x, src_key_padding_mask=~mask[:, 0, 0, :])
     torch.testing.assert_close(out_ours, out_theirs, atol=ATOL, rtol=0)
     _assert_grads_match(
-        out_ours, out_theirs,
-        [ours.ffn.fc1.weight, ours.norm2.weight], [theirs.linear1.weight, theirs.norm2.weight], [x],
+        out_ours,
+        out_theirs,
+        [ours.ffn.fc1.weight, ours.norm2.weight],
+        [theirs.linear1.weight, theirs.norm2.weight],
+        [x],
     )
 
 
@@ -82,7 +95,9 @@ def test_decoder_block_matches_torch(norm_first):
     torch.manual_seed(0)
     C, H, F = 16, 4, 32
     ours = DecoderBlock(C, H, F, activation="relu", norm_first=norm_first).eval()
-    theirs = nn.TransformerDecoderLayer(C, H, F, dropout=0.0, batch_first=True, norm_first=norm_first).eval()
+    theirs = nn.TransformerDecoderLayer(
+        C, H, F, dropout=0.0, batch_first=True, norm_first=norm_first
+    ).eval()
     _randomise(ours, 4)
     with torch.no_grad():
         _copy_mha(ours.self_attn, theirs.self_attn)
@@ -101,8 +116,12 @@ def test_decoder_block_matches_torch(norm_first):
     )  # torch's boolean masks mean "NOT allowed"
     torch.testing.assert_close(out_ours, out_theirs, atol=ATOL, rtol=0)
     g = torch.randn_like(out_theirs)
-    a = torch.autograd.grad(out_ours, [x, memory, ours.cross_attn.q_proj.weight, ours.norm3.bias], g)
-    b = torch.autograd.grad(out_theirs, [x, memory, theirs.multihead_attn.in_proj_weight, theirs.norm3.bias], g)
+    a = torch.autograd.grad(
+        out_ours, [x, memory, ours.cross_attn.q_proj.weight, ours.norm3.bias], g
+    )
+    b = torch.autograd.grad(
+        out_theirs, [x, memory, theirs.multihead_attn.in_proj_weight, theirs.norm3.bias], g
+    )
     torch.testing.assert_close(a[0], b[0], atol=ATOL, rtol=0)
     torch.testing.assert_close(a[1], b[1], atol=ATOL, rtol=0)
     torch.testing.assert_close(a[2], b[2][:C], atol=ATOL, rtol=0)  # torch packs W_q, W_k, W_v
@@ -127,4 +146,6 @@ def test_fused_layer_norm_and_causal_fast_path_match_the_explicit_path():
     x = torch.randn(2, 7, 16)
     reference = explicit(x, self_mask=causal_mask(7))
     torch.testing.assert_close(fused(x, self_mask=causal_mask(7)), reference, atol=ATOL, rtol=0)
-    torch.testing.assert_close(fused(x, self_mask=causal_mask(7), is_causal=True), reference, atol=ATOL, rtol=0)
+    torch.testing.assert_close(
+        fused(x, self_mask=causal_mask(7), is_causal=True), reference, atol=ATOL, rtol=0
+    )

@@ -20,7 +20,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from browser_helpers import (
     CHROMIUM,
     CHROMIUM_ARGS,
@@ -147,7 +146,9 @@ def test_slider_redraws_the_explorer_in_jupyterlab(chromium, lab, watchdog):
     (SHOTS / "browser_failure.png").unlink(missing_ok=True)
     started = time.monotonic()
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(chromium), headless=True, args=CHROMIUM_ARGS)
+        browser = pw.chromium.launch(
+            executable_path=str(chromium), headless=True, args=CHROMIUM_ARGS
+        )
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         page.set_default_timeout(30_000)
         try:
@@ -170,7 +171,9 @@ def test_slider_redraws_the_explorer_in_jupyterlab(chromium, lab, watchdog):
             img = page.locator(WIDGET_IMG).first
             img.scroll_into_view_if_needed()
             _wait_until_stable(img)
-            output = page.locator(".jp-OutputArea-output", has=page.locator("img.widget-image")).first
+            output = page.locator(
+                ".jp-OutputArea-output", has=page.locator("img.widget-image")
+            ).first
             shot_before = output.screenshot(path=str(SHOTS / "browser_before.png"))
 
             # Move the first slider with the keyboard, as a user tabbing to it would, one step at a
@@ -183,7 +186,9 @@ def test_slider_redraws_the_explorer_in_jupyterlab(chromium, lab, watchdog):
                 if elapsed is None:  # the slider sits at its maximum: go the other way
                     key = "ArrowLeft"
                     elapsed = _step(page, handle, img, key)
-                assert elapsed is not None, "a slider step did not produce a new picture within 30 s"
+                assert elapsed is not None, (
+                    "a slider step did not produce a new picture within 30 s"
+                )
                 round_trips.append(elapsed)
             _wait_until_stable(img)
             median_ms = 1000 * sorted(round_trips)[len(round_trips) // 2]
@@ -202,5 +207,7 @@ def test_slider_redraws_the_explorer_in_jupyterlab(chromium, lab, watchdog):
     before, after = _png_pixels(shot_before), _png_pixels(shot_after)
     assert before.shape == after.shape
     changed = (np.abs(after - before).max(axis=-1) > 40).mean()
-    assert changed > 0.002, f"only {changed:.2%} of the output area's pixels changed after moving the slider"
+    assert changed > 0.002, (
+        f"only {changed:.2%} of the output area's pixels changed after moving the slider"
+    )
     assert time.monotonic() - started < BUDGET_S

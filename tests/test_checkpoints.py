@@ -60,14 +60,20 @@ def test_tiny_gpt_generates_known_characters(tiny_gpt):
 def test_vit_digits_accuracy_above_95_percent(vit_digits):
     model, extras = vit_digits
     assert isinstance(model, ViT) and not model.training
-    data = load_digits_data(test_fraction=extras["test_fraction"], seed=extras["split_seed"], normalize=extras["normalize"])
+    data = load_digits_data(
+        test_fraction=extras["test_fraction"],
+        seed=extras["split_seed"],
+        normalize=extras["normalize"],
+    )
     acc = accuracy(model, data.batches("test", 512))
     assert acc > 0.95, acc
     assert acc == pytest.approx(extras["test_accuracy"], abs=1e-6)  # the figure saved with it
 
 
 def test_unknown_name_is_rejected():
-    with pytest.raises(ValueError, match=r"name must be one of \['tiny_gpt', 'vit_digits'\], but received 'gpt2'"):
+    with pytest.raises(
+        ValueError, match=r"name must be one of \['tiny_gpt', 'vit_digits'\], but received 'gpt2'"
+    ):
         load_pretrained("gpt2")
 
 

@@ -47,7 +47,11 @@ def good_merge(x):
 
 
 def good_mha(x_q, x_kv, w_q, w_k, w_v, w_o, n_heads, mask=None):
-    q, k, v = good_split(x_q @ w_q, n_heads), good_split(x_kv @ w_k, n_heads), good_split(x_kv @ w_v, n_heads)
+    q, k, v = (
+        good_split(x_q @ w_q, n_heads),
+        good_split(x_kv @ w_k, n_heads),
+        good_split(x_kv @ w_v, n_heads),
+    )
     out, w = good_sdpa(q, k, v, mask)
     return good_merge(out) @ w_o, w
 
@@ -104,7 +108,9 @@ def good_shift_matrix(k, d_model, base=10000.0):
     angle = k * _theta(d_model, base)
     m = torch.zeros(d_model, d_model)
     for i, a in enumerate(angle.tolist()):
-        m[2 * i : 2 * i + 2, 2 * i : 2 * i + 2] = torch.tensor([[math.cos(a), -math.sin(a)], [math.sin(a), math.cos(a)]])
+        m[2 * i : 2 * i + 2, 2 * i : 2 * i + 2] = torch.tensor(
+            [[math.cos(a), -math.sin(a)], [math.sin(a), math.cos(a)]]
+        )
     return m
 
 
@@ -139,13 +145,18 @@ def good_pad_and_truncate(sequences, max_len, pad_id):
         raise ValueError(f"max_len must be at least 1, but received max_len={max_len}.")
     kept = [s[:max_len] for s in sequences]
     L = max(len(s) for s in kept)
-    ids = torch.tensor([s + [pad_id] * (L - len(s)) for s in kept], dtype=torch.long).reshape(len(kept), L)
+    ids = torch.tensor([s + [pad_id] * (L - len(s)) for s in kept], dtype=torch.long).reshape(
+        len(kept), L
+    )
     return ids, torch.tensor([len(s) for s in kept], dtype=torch.long)
 
 
 GOOD = [
     (checks.check_softmax, good_softmax),
-    (checks.check_softmax, attention.softmax),  # the package's reference passes its own check... see below
+    (
+        checks.check_softmax,
+        attention.softmax,
+    ),  # the package's reference passes its own check... see below
     (checks.check_scaled_dot_product_attention, good_sdpa),
     (checks.check_self_attention, good_self_attention),
     (checks.check_self_attention, lambda x, wq, wk, wv: good_self_attention(x, wq, wk, wv)[0]),
@@ -169,7 +180,9 @@ GOOD = [
 
 
 @pytest.mark.parametrize("hidden", [False, True], ids=["visible", "hidden"])
-@pytest.mark.parametrize("check,impl", GOOD[:1] + GOOD[2:], ids=lambda v: getattr(v, "__name__", "impl"))
+@pytest.mark.parametrize(
+    "check,impl", GOOD[:1] + GOOD[2:], ids=lambda v: getattr(v, "__name__", "impl")
+)
 def test_correct_implementations_pass(check, impl, hidden, capsys):
     check(impl, hidden=hidden)
     line = capsys.readouterr().out.strip()
@@ -420,17 +433,29 @@ def bug_merge_reshape(x):
 
 
 def bug_mha_no_out_proj(x_q, x_kv, w_q, w_k, w_v, w_o, n_heads, mask=None):
-    q, k, v = good_split(x_q @ w_q, n_heads), good_split(x_kv @ w_k, n_heads), good_split(x_kv @ w_v, n_heads)
+    q, k, v = (
+        good_split(x_q @ w_q, n_heads),
+        good_split(x_kv @ w_k, n_heads),
+        good_split(x_kv @ w_v, n_heads),
+    )
     return good_merge(good_sdpa(q, k, v, mask)[0])
 
 
 def bug_mha_split_reshape(x_q, x_kv, w_q, w_k, w_v, w_o, n_heads, mask=None):
-    q, k, v = bug_split_reshape(x_q @ w_q, n_heads), bug_split_reshape(x_kv @ w_k, n_heads), bug_split_reshape(x_kv @ w_v, n_heads)
+    q, k, v = (
+        bug_split_reshape(x_q @ w_q, n_heads),
+        bug_split_reshape(x_kv @ w_k, n_heads),
+        bug_split_reshape(x_kv @ w_v, n_heads),
+    )
     return good_merge(good_sdpa(q, k, v, mask)[0]) @ w_o
 
 
 def bug_mha_scale_C(x_q, x_kv, w_q, w_k, w_v, w_o, n_heads, mask=None):
-    q, k, v = good_split(x_q @ w_q, n_heads), good_split(x_kv @ w_k, n_heads), good_split(x_kv @ w_v, n_heads)
+    q, k, v = (
+        good_split(x_q @ w_q, n_heads),
+        good_split(x_kv @ w_k, n_heads),
+        good_split(x_kv @ w_v, n_heads),
+    )
     s = q @ k.transpose(-2, -1) / math.sqrt(x_q.shape[-1])
     if mask is not None:
         s = s.masked_fill(~mask, float("-inf"))
@@ -517,16 +542,22 @@ def bug_rope_wrong_way(x, base=10000.0):
 
 
 def bug_rope_from_one(x, base=10000.0):
-    return good_apply_rope(x, base, _positions=lambda T: torch.arange(1, T + 1, dtype=torch.float64))
+    return good_apply_rope(
+        x, base, _positions=lambda T: torch.arange(1, T + 1, dtype=torch.float64)
+    )
 
 
 def bug_rope_exponent(x, base=10000.0):
-    return good_apply_rope(x, base, _theta_fn=lambda d, b: b ** (-torch.arange(0, d, 2, dtype=torch.float64) / 2 / d))
+    return good_apply_rope(
+        x, base, _theta_fn=lambda d, b: b ** (-torch.arange(0, d, 2, dtype=torch.float64) / 2 / d)
+    )
 
 
 def bug_rope_halves(x, base=10000.0):
     D = x.shape[-1]
-    perm = torch.cat([torch.arange(0, D // 2)[:, None], torch.arange(D // 2, D)[:, None]], dim=1).flatten()
+    perm = torch.cat(
+        [torch.arange(0, D // 2)[:, None], torch.arange(D // 2, D)[:, None]], dim=1
+    ).flatten()
     # pairs channel i with i + D/2: interleave the halves, rotate as pairs, undo the interleaving
     return good_apply_rope(x[..., perm], base)[..., perm.argsort()]
 
@@ -540,8 +571,14 @@ def bug_leaks_only_last_token(attend, T, C, seed=0):
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(T, C, generator=g)
     changed = x.clone()
-    changed[T - 1] = torch.randn(C, generator=g)  # only the last token, compared with the row before it
-    return not torch.equal(attend(changed)[T - 2 : T - 1], attend(x)[T - 2 : T - 1]) if T > 1 else False
+    changed[T - 1] = torch.randn(
+        C, generator=g
+    )  # only the last token, compared with the row before it
+    return (
+        not torch.equal(attend(changed)[T - 2 : T - 1], attend(x)[T - 2 : T - 1])
+        if T > 1
+        else False
+    )
 
 
 def bug_leaks_diagonal_counts(attend, T, C, seed=0):
@@ -587,7 +624,9 @@ def bug_pad_float_ids(sequences, max_len, pad_id):
 def bug_pad_no_validation(sequences, max_len, pad_id):
     kept = [s[:max_len] for s in sequences]
     L = max(len(s) for s in kept)
-    ids = torch.tensor([s + [pad_id] * (L - len(s)) for s in kept], dtype=torch.long).reshape(len(kept), L)
+    ids = torch.tensor([s + [pad_id] * (L - len(s)) for s in kept], dtype=torch.long).reshape(
+        len(kept), L
+    )
     return ids, torch.tensor([len(s) for s in kept], dtype=torch.long)
 
 
@@ -598,7 +637,11 @@ CATALOGUE = [
     (checks.check_softmax, bug_softmax_global_max, "maximum of each slice"),
     (checks.check_softmax, bug_softmax_no_keepdim, "keepdim"),
     (checks.check_scaled_dot_product_attention, bug_sdpa_no_scale, "scaling is missing"),
-    (checks.check_scaled_dot_product_attention, bug_sdpa_scale_by_d, "divided by D instead of sqrt(D)"),
+    (
+        checks.check_scaled_dot_product_attention,
+        bug_sdpa_scale_by_d,
+        "divided by D instead of sqrt(D)",
+    ),
     (checks.check_scaled_dot_product_attention, bug_sdpa_mask_after_softmax, "after the softmax"),
     (checks.check_scaled_dot_product_attention, bug_sdpa_mask_reversed, "polarity is reversed"),
     (checks.check_scaled_dot_product_attention, bug_sdpa_mask_zero, "instead of -inf"),
@@ -638,7 +681,11 @@ CATALOGUE = [
     (checks.check_split_heads, bug_split_no_transpose, "transpose(1, 2)"),
     (checks.check_merge_heads, bug_merge_reshape, "reshape but no transpose"),
     (checks.check_multi_head_attention, bug_mha_no_out_proj, "output projection is missing"),
-    (checks.check_multi_head_attention, bug_mha_split_reshape, "split with a reshape but no transpose"),
+    (
+        checks.check_multi_head_attention,
+        bug_mha_split_reshape,
+        "split with a reshape but no transpose",
+    ),
     (checks.check_multi_head_attention, bug_mha_scale_C, "instead of sqrt(D)"),
     (checks.check_multi_head_attention, bug_mha_kv_from_q, "x_kv"),
     (checks.check_multi_head_attention, bug_mha_column_vectors, "row vectors"),
@@ -648,7 +695,11 @@ CATALOGUE = [
     (checks.check_self_attention_macs, bug_macs_flops, "That is FLOPs"),
     (checks.check_self_attention_macs, bug_macs_tensor, "return a Python int"),
     (checks.check_to_torch_mha, bug_to_torch_untransposed, "in_proj_weight holds W_q untransposed"),
-    (checks.check_to_torch_mha, bug_to_torch_out_untransposed, "out_proj.weight holds W_o untransposed"),
+    (
+        checks.check_to_torch_mha,
+        bug_to_torch_out_untransposed,
+        "out_proj.weight holds W_o untransposed",
+    ),
     (checks.check_to_torch_mha, bug_to_torch_order, "queries, then keys, then values"),
     (checks.check_to_torch_mha, bug_to_torch_training, ".eval()"),
     (checks.check_shift_matrix, bug_shift_transposed, "Your matrix is the transpose"),
@@ -661,7 +712,11 @@ CATALOGUE = [
     (checks.check_apply_rope, bug_rope_halves, "not (i, i + D/2)"),
     (checks.check_future_leaks, bug_leaks_loose_tolerance, "compare exactly"),
     (checks.check_future_leaks, bug_leaks_only_last_token, "LAST token to the FIRST query"),
-    (checks.check_future_leaks, bug_leaks_diagonal_counts, "does not leak, yet your detector said True"),
+    (
+        checks.check_future_leaks,
+        bug_leaks_diagonal_counts,
+        "does not leak, yet your detector said True",
+    ),
     (checks.check_future_leaks, bug_leaks_tensor, "return True or False"),
     (checks.check_pad_and_truncate, bug_pad_to_max_len, "not to max_len"),
     (checks.check_pad_and_truncate, bug_pad_left, "padded on the left"),
@@ -730,7 +785,17 @@ def _wrong_signature(x, axis=-1):
         (_wrong_signature, "keep the signature `softmax(x, dim=-1)`"),
         ("softmax", "pass the function itself"),
     ],
-    ids=["untouched", "none", "raises", "numpy", "shape", "in-place", "dtype", "signature", "not-callable"],
+    ids=[
+        "untouched",
+        "none",
+        "raises",
+        "numpy",
+        "shape",
+        "in-place",
+        "dtype",
+        "signature",
+        "not-callable",
+    ],
 )
 def test_broken_submissions_get_clear_messages(impl, words):
     with pytest.raises(AssertionError, match="check_softmax") as info:
@@ -749,7 +814,9 @@ def test_untouched_release_of_every_check_says_not_implemented():
 # Integrity (a): the reference for the graded thing cannot be used, under any name.
 from transformer_lab.attention import softmax as bound_before  # noqa: E402  (a student's alias)
 
-_copied_reference = types.FunctionType(attention.softmax.__code__, attention.softmax.__globals__, "my_softmax")
+_copied_reference = types.FunctionType(
+    attention.softmax.__code__, attention.softmax.__globals__, "my_softmax"
+)
 
 
 @pytest.mark.parametrize(
@@ -763,7 +830,15 @@ _copied_reference = types.FunctionType(attention.softmax.__code__, attention.sof
         (lambda x, dim=-1: x.softmax(dim), "built-in softmax"),
         (lambda x, dim=-1: torch.nn.Softmax(dim=dim)(x), "built-in softmax"),
     ],
-    ids=["alias", "package-attr", "copied-code", "torch.softmax", "F.softmax", "Tensor.softmax", "nn.Softmax"],
+    ids=[
+        "alias",
+        "package-attr",
+        "copied-code",
+        "torch.softmax",
+        "F.softmax",
+        "Tensor.softmax",
+        "nn.Softmax",
+    ],
 )
 def test_softmax_reference_is_disabled(impl, words):
     with pytest.raises(AssertionError, match=words):
@@ -794,7 +869,9 @@ def test_switching_off_the_call_monitor_is_detected():
 
 
 def _rope_cos_sin(x, base):
-    angles = torch.arange(x.shape[-2], dtype=torch.float64)[:, None] * _theta(x.shape[-1], base)[None, :]
+    angles = (
+        torch.arange(x.shape[-2], dtype=torch.float64)[:, None] * _theta(x.shape[-1], base)[None, :]
+    )
     return angles.cos().float(), angles.sin().float()
 
 
@@ -811,23 +888,64 @@ def _macs_via_module(T, C, D):
 @pytest.mark.parametrize(
     "check,impl",
     [
-        (checks.check_scaled_dot_product_attention, lambda q, k, v, mask=None: attention.scaled_dot_product_attention(q, k, v, mask)),
-        (checks.check_scaled_dot_product_attention, lambda q, k, v, mask=None: (F.scaled_dot_product_attention(q, k, v, attn_mask=mask), None)),
+        (
+            checks.check_scaled_dot_product_attention,
+            lambda q, k, v, mask=None: attention.scaled_dot_product_attention(q, k, v, mask),
+        ),
+        (
+            checks.check_scaled_dot_product_attention,
+            lambda q, k, v, mask=None: (
+                F.scaled_dot_product_attention(q, k, v, attn_mask=mask),
+                None,
+            ),
+        ),
         (checks.check_causal_mask, lambda T: masks.causal_mask(T)),
         (checks.check_padding_mask, lambda lengths, S: masks.padding_mask_from_lengths(lengths, S)),
-        (checks.check_sinusoidal_encoding, lambda n, d, base=10000.0: positional.sinusoidal_encoding(n, d, base)),
+        (
+            checks.check_sinusoidal_encoding,
+            lambda n, d, base=10000.0: positional.sinusoidal_encoding(n, d, base),
+        ),
         (checks.check_layer_norm, lambda x, w, b, eps=1e-5: blocks.layer_norm(x, w, b, eps)),
-        (checks.check_layer_norm, lambda x, w, b, eps=1e-5: F.layer_norm(x, x.shape[-1:], w, b, eps)),
+        (
+            checks.check_layer_norm,
+            lambda x, w, b, eps=1e-5: F.layer_norm(x, x.shape[-1:], w, b, eps),
+        ),
         (checks.check_split_heads, lambda x, h: heads.split_heads(x, h)),
         (checks.check_merge_heads, lambda x: heads.merge_heads(x)),
-        (checks.check_shift_matrix, lambda k, d, base=10000.0: positional.sinusoidal_shift_matrix(k, d, base)),
-        (checks.check_apply_rope, lambda x, base=10000.0: positional.RotaryEmbedding(x.shape[-1], base)(x)),
-        (checks.check_apply_rope, lambda x, base=10000.0: positional.apply_rotary(x, *_rope_cos_sin(x, base))),
-        (checks.check_offset_dot_product, lambda k, d, base=10000.0: _offset_via_encodings(k, d, base)),
+        (
+            checks.check_shift_matrix,
+            lambda k, d, base=10000.0: positional.sinusoidal_shift_matrix(k, d, base),
+        ),
+        (
+            checks.check_apply_rope,
+            lambda x, base=10000.0: positional.RotaryEmbedding(x.shape[-1], base)(x),
+        ),
+        (
+            checks.check_apply_rope,
+            lambda x, base=10000.0: positional.apply_rotary(x, *_rope_cos_sin(x, base)),
+        ),
+        (
+            checks.check_offset_dot_product,
+            lambda k, d, base=10000.0: _offset_via_encodings(k, d, base),
+        ),
         (checks.check_self_attention_macs, lambda T, C, D: _macs_via_module(T, C, D)),
     ],
-    ids=["sdpa", "torch-sdpa", "causal", "padding", "sinusoidal", "layer_norm", "F.layer_norm", "split", "merge",
-         "shift-matrix", "RotaryEmbedding", "apply_rotary", "offset-via-encodings", "macs-via-module"],
+    ids=[
+        "sdpa",
+        "torch-sdpa",
+        "causal",
+        "padding",
+        "sinusoidal",
+        "layer_norm",
+        "F.layer_norm",
+        "split",
+        "merge",
+        "shift-matrix",
+        "RotaryEmbedding",
+        "apply_rotary",
+        "offset-via-encodings",
+        "macs-via-module",
+    ],
 )
 def test_every_reference_is_disabled(check, impl):
     with pytest.raises(AssertionError, match="disable"):
@@ -946,5 +1064,7 @@ def test_pytorch_rewrapping_manual_seed_is_not_tampering_but_a_student_wrapper_i
         print("ok")
         """
     )
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
     assert result.stdout.strip() == "ok", result.stderr

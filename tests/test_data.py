@@ -138,7 +138,9 @@ def test_get_batch_is_seeded_and_covers_every_window():
 
 def test_get_batch_on_shakespeare_decodes_to_real_text():
     data = shakespeare()
-    x, y = data.get_batch("val", block_size=64, batch_size=4, generator=torch.Generator().manual_seed(1))
+    x, y = data.get_batch(
+        "val", block_size=64, batch_size=4, generator=torch.Generator().manual_seed(1)
+    )
     text = load_shakespeare()
     for row_x, row_y in zip(x, y):
         window = data.tokenizer.decode(row_x)
@@ -239,11 +241,19 @@ def test_digits_errors(digits):
 # ----------------------------------------------------------------------------- translation
 
 
-_WORD_VALUES = {w: i for i, w in enumerate(
-    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
-    "fifteen sixteen seventeen eighteen nineteen".split())}
-_WORD_VALUES.update({w: 10 * (i + 2) for i, w in enumerate(
-    "twenty thirty forty fifty sixty seventy eighty ninety".split())})
+_WORD_VALUES = {
+    w: i
+    for i, w in enumerate(
+        "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
+        "fifteen sixteen seventeen eighteen nineteen".split()
+    )
+}
+_WORD_VALUES.update(
+    {
+        w: 10 * (i + 2)
+        for i, w in enumerate("twenty thirty forty fifty sixty seventy eighty ninety".split())
+    }
+)
 
 
 def _parse_words(words: str) -> int:
@@ -291,7 +301,10 @@ def test_translation_splits_are_disjoint_and_deterministic(task):
     assert train.isdisjoint(test) and train | test == set(range(10_000))
     assert task.numbers("test") == NumberTranslation().numbers("test")
     assert task.numbers("test") != NumberTranslation(seed=1).numbers("test")
-    assert task.pairs("test")[0] == (str(task.numbers("test")[0]), number_to_words(task.numbers("test")[0]))
+    assert task.pairs("test")[0] == (
+        str(task.numbers("test")[0]),
+        number_to_words(task.numbers("test")[0]),
+    )
 
 
 def test_translation_vocabularies(task):
@@ -396,14 +409,18 @@ def test_shuffled_lines_keep_the_bag_of_words(wo):
         else:
             assert shown != original
             # Default: punctuation marks stay in their slots; only words move.
-            assert [t for t in shown if not t[0].isalpha()] == [t for t in original if not t[0].isalpha()]
+            assert [t for t in shown if not t[0].isalpha()] == [
+                t for t in original if not t[0].isalpha()
+            ]
             assert all((a[0].isalpha()) == (b[0].isalpha()) for a, b in zip(shown, original))
 
 
 def test_shuffle_all_tokens_option():
     task = WordOrderTask(keep_punctuation=False, fractions=(0.9, 0.05, 0.05))
     moved = 0
-    for text, line, label in zip(task.texts("test"), task.lines("test"), task.tensors("test").labels.tolist()):
+    for text, line, label in zip(
+        task.texts("test"), task.lines("test"), task.tensors("test").labels.tolist()
+    ):
         original = WordTokenizer.tokenize(line)
         assert Counter(text.split(" ")) == Counter(original)
         if label == 0:
@@ -451,7 +468,9 @@ def test_mlm_batches_hold_original_lines(wo):
         expected = [t if t in tok.stoi else "[UNK]" for t in WordTokenizer.tokenize(line)]
         assert tok.decode(ids).split(" ") == expected
     batch = wo.mlm_batch("train", 16, generator=torch.Generator().manual_seed(0))
-    assert batch.input_ids.shape == (16, 32) and torch.equal(batch.attention_mask, batch.input_ids != 0)
+    assert batch.input_ids.shape == (16, 32) and torch.equal(
+        batch.attention_mask, batch.input_ids != 0
+    )
 
 
 def test_unigram_entropy_matches_scipy():
@@ -501,7 +520,9 @@ def test_word_order_errors(wo):
         wo.mlm_batch("val", 0)
     with pytest.raises(ValueError, match="min_freq"):
         WordTokenizer(["a b"], min_freq=0)
-    assert re.fullmatch(r"WordOrderTask\(train=\d+, val=\d+, test=\d+, max_len=32, vocab_size=\d+\)", repr(wo))
+    assert re.fullmatch(
+        r"WordOrderTask\(train=\d+, val=\d+, test=\d+, max_len=32, vocab_size=\d+\)", repr(wo)
+    )
 
 
 @pytest.mark.slow

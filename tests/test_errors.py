@@ -47,7 +47,9 @@ def test_query_key_widths_that_do_not_match():
 
 def test_mask_that_does_not_broadcast():
     q = torch.randn(2, 5, 4)
-    with pytest.raises(ValueError, match=r"mask of shape \(4, 4\) does not broadcast .* \(2, 5, 5\)") as err:
+    with pytest.raises(
+        ValueError, match=r"mask of shape \(4, 4\) does not broadcast .* \(2, 5, 5\)"
+    ) as err:
         scaled_dot_product_attention(q, q, q, causal_mask(4))
     _one_sentence(str(err.value))
     with pytest.raises(ValueError, match="does not broadcast"):

@@ -49,7 +49,9 @@ def _submit(root: Path, student: str, edit=None, raw: str | None = None) -> None
     if folder.exists():
         shutil.rmtree(folder)
     folder.mkdir(parents=True)
-    (folder / "timestamp.txt").write_text(datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f %Z"))
+    (folder / "timestamp.txt").write_text(
+        datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f %Z")
+    )
     if raw is not None:
         (folder / f"{A}.ipynb").write_text(raw)
         return
@@ -72,7 +74,9 @@ def answer(**sources):
 FULL = dict(softmax_impl="solution", attention_impl="solution", causal_impl="solution")
 HANG = "def scaled_dot_product_attention(q, k, v, mask=None):\n    while True:\n        pass"
 KILL = "import os\n\ndef softmax(x, dim=-1):\n    os._exit(1)"
-NO_MAX = "def softmax(x, dim=-1):\n    e = torch.exp(x)\n    return e / e.sum(dim=dim, keepdim=True)"
+NO_MAX = (
+    "def softmax(x, dim=-1):\n    e = torch.exp(x)\n    return e / e.sum(dim=dim, keepdim=True)"
+)
 PATCHED = (
     "import numpy as np\n"
     "torch.allclose = lambda *a, **k: True\n"
@@ -102,7 +106,11 @@ STUDENTS = {
     "full": (answer(**FULL), GRADED, 6),
     "untouched": (None, GRADED, 0),
     "partial": (answer(softmax_impl="solution"), GRADED, 2),
-    "hanging": (answer(softmax_impl="solution", causal_impl="solution", attention_impl=HANG), GRADED, 3),
+    "hanging": (
+        answer(softmax_impl="solution", causal_impl="solution", attention_impl=HANG),
+        GRADED,
+        3,
+    ),
     "kernel_killer": (answer(**{**FULL, "softmax_impl": KILL}), NOT_GRADED, None),
     "edited_test": (_edit_test, GRADED, 4),
     "deleted_test": (_delete_test, GRADED, 6),
@@ -157,7 +165,9 @@ def test_reasons_and_notes(course):
     root, report = course
     assert "kernel died" in report.students["kernel_killer"].reason
     assert "invalid JSON" in report.students["invalid_json"].reason
-    assert any("restored deleted cell(s) test_causal" in n for n in report.students["deleted_test"].notes)
+    assert any(
+        "restored deleted cell(s) test_causal" in n for n in report.students["deleted_test"].notes
+    )
     assert report.students["hanging"].timeouts >= 1
     assert any("interrupted" in n for n in report.students["hanging"].notes)
     assert not report.all_graded
@@ -182,7 +192,11 @@ def test_grading_mode_and_integrity_messages(course):
     assert "CellTimeoutError" in hanging
     # The edited test cell was restored from the gradebook before running.
     edited = _autograded(root, "edited_test")
-    cell = next(c for c in edited["cells"] if c["metadata"].get("nbgrader", {}).get("grade_id") == "test_softmax")
+    cell = next(
+        c
+        for c in edited["cells"]
+        if c["metadata"].get("nbgrader", {}).get("grade_id") == "test_softmax"
+    )
     assert "check_softmax" in "".join(cell["source"])
 
 
@@ -201,9 +215,13 @@ def test_nbgrader_export_and_originals_untouched(course):
     export = (root / "reports" / "nbgrader_grades.csv").read_text()
     assert "full" in export and "raw_score" in export
     # Pre-flight worked on copies: the students' files are exactly what they submitted.
-    assert (root / "submitted" / "invalid_json" / A / f"{A}.ipynb").read_text() == "{ this is not a notebook"
+    assert (
+        root / "submitted" / "invalid_json" / A / f"{A}.ipynb"
+    ).read_text() == "{ this is not a notebook"
     deleted = nbformat.read(root / "submitted" / "deleted_test" / A / f"{A}.ipynb", as_version=4)
-    assert not any(c.metadata.get("nbgrader", {}).get("grade_id") == "test_causal" for c in deleted.cells)
+    assert not any(
+        c.metadata.get("nbgrader", {}).get("grade_id") == "test_causal" for c in deleted.cells
+    )
 
 
 def test_rerun_keeps_grades_and_failed_regrade_keeps_previous_score(course):
@@ -219,7 +237,9 @@ def test_rerun_keeps_grades_and_failed_regrade_keeps_previous_score(course):
     assert third.graded_now == ["full"]
     assert full.status == NOT_GRADED and full.previous_score == 6
     assert _rows(root)["full"]["previous_score"] == "6"
-    assert (root / "autograded" / "full" / A / f"{A}.ipynb").is_file()  # the last good grading is kept
+    assert (
+        root / "autograded" / "full" / A / f"{A}.ipynb"
+    ).is_file()  # the last good grading is kept
     assert third.students["partial"].score == 2  # others untouched
 
 
@@ -231,12 +251,25 @@ def test_unknown_student_is_a_clear_error(course):
 def test_restore_missing_cells_after_a_non_graded_cell():
     """The case where nbgrader 0.9.6's add_missing_cells raises KeyError."""
     release = nbformat.v4.new_notebook()
-    meta = lambda gid, **kw: {"nbgrader": {"grade_id": gid, "schema_version": 3, "grade": False, "solution": False, "locked": False, **kw}}  # noqa: E731
+    meta = lambda gid, **kw: {
+        "nbgrader": {
+            "grade_id": gid,
+            "schema_version": 3,
+            "grade": False,
+            "solution": False,
+            "locked": False,
+            **kw,
+        }
+    }  # noqa: E731
     cells = [
         nbformat.v4.new_code_cell("def f(): ...", metadata=meta("impl", solution=True)),
         nbformat.v4.new_code_cell("checks.check_f(f)"),  # ungraded instant check
-        nbformat.v4.new_code_cell("assert f() is None", metadata=meta("test_f", grade=True, locked=True, points=1)),
-        nbformat.v4.new_code_cell("assert True", metadata=meta("test_g", grade=True, locked=True, points=1)),
+        nbformat.v4.new_code_cell(
+            "assert f() is None", metadata=meta("test_f", grade=True, locked=True, points=1)
+        ),
+        nbformat.v4.new_code_cell(
+            "assert True", metadata=meta("test_g", grade=True, locked=True, points=1)
+        ),
     ]
     release.cells = cells
     submitted = nbformat.v4.new_notebook()
@@ -249,7 +282,9 @@ def test_restore_missing_cells_after_a_non_graded_cell():
 def test_watchdog_kills_a_hung_grading_process(tmp_path):
     (tmp_path / "nbgrader_config.py").write_text("import time\ntime.sleep(120)\n")
     started = time.monotonic()
-    events, code, _ = run_driver({"root": str(tmp_path), "ops": [{"op": "scores", "assignment": A}]}, idle_timeout=3)
+    events, code, _ = run_driver(
+        {"root": str(tmp_path), "ops": [{"op": "scores", "assignment": A}]}, idle_timeout=3
+    )
     assert code == -9 and events == []
     assert time.monotonic() - started < 60
 
@@ -276,13 +311,22 @@ def test_a_hung_process_is_reported_and_the_others_still_graded(tmp_path, monkey
             if sid == "b" and len(calls) == 1:
                 return events, -9, ""  # hung on b: killed by the watchdog
             emit({"op": "grade_student", "student": sid, "success": True})
-        emit({"op": "scores", "success": True, "scores": {s: {"score": 1.0, "max_score": 6.0} for s in "ac"}})
+        emit(
+            {
+                "op": "scores",
+                "success": True,
+                "scores": {s: {"score": 1.0, "max_score": 6.0} for s in "ac"},
+            }
+        )
         return events, 0, ""
 
     monkeypatch.setattr("transformer_lab.grading.autograde.run_driver", fake_driver)
     report = grade(tmp_path, A, GradeOptions(quiet=True, export=False))
     assert calls == [["a", "b", "c"], ["c"]]
-    assert report.students["b"].status == NOT_GRADED and "stopped responding" in report.students["b"].reason
+    assert (
+        report.students["b"].status == NOT_GRADED
+        and "stopped responding" in report.students["b"].reason
+    )
     assert report.students["a"].status == GRADED and report.students["c"].status == GRADED
 
 
@@ -296,10 +340,15 @@ def real_course(tmp_path_factory):
     """All real assignments released once; two submissions each: the solution and the release."""
     root = tmp_path_factory.mktemp("real_course")
     shutil.copy(REPO / "nbgrader_config.py", root / "nbgrader_config.py")
-    shutil.copytree(REPO / "solutions", root / "solutions", ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+    shutil.copytree(
+        REPO / "solutions", root / "solutions", ignore=shutil.ignore_patterns(".ipynb_checkpoints")
+    )
     assert cli.main(["--root", str(root), "release"]) == 0
     for assignment in REAL:
-        for student, source in (("solution", root / "solutions"), ("untouched", root / "notebooks")):
+        for student, source in (
+            ("solution", root / "solutions"),
+            ("untouched", root / "notebooks"),
+        ):
             shutil.copytree(source / assignment, root / "submitted" / student / assignment)
     return root
 
@@ -308,9 +357,13 @@ def real_course(tmp_path_factory):
 @pytest.mark.parametrize("assignment", REAL)
 def test_real_assignment_full_marks_and_zero(real_course, assignment):
     started = time.monotonic()
-    report = grade(real_course, assignment, GradeOptions(timeout=60, budget=240.0, quiet=True, feedback=False))
-    print(f"\n{assignment}: graded 2 submissions in {time.monotonic() - started:.1f} s "
-          f"({', '.join(f'{s}: {r.seconds}s' for s, r in sorted(report.students.items()))})")
+    report = grade(
+        real_course, assignment, GradeOptions(timeout=60, budget=240.0, quiet=True, feedback=False)
+    )
+    print(
+        f"\n{assignment}: graded 2 submissions in {time.monotonic() - started:.1f} s "
+        f"({', '.join(f'{s}: {r.seconds}s' for s, r in sorted(report.students.items()))})"
+    )
     sol, untouched = report.students["solution"], report.students["untouched"]
     assert sol.status == GRADED and untouched.status == GRADED, (sol.reason, untouched.reason)
     assert report.max_score and sol.score == report.max_score, sol

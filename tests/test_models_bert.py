@@ -4,9 +4,17 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from transformer_lab.models import BERT, BertConfig, BertForMaskedLM, BertForSequenceClassification, apply_bert_masking
+from transformer_lab.models import (
+    BERT,
+    BertConfig,
+    BertForMaskedLM,
+    BertForSequenceClassification,
+    apply_bert_masking,
+)
 
-transformers = pytest.importorskip("transformers", reason="the parity tests need Hugging Face transformers")
+transformers = pytest.importorskip(
+    "transformers", reason="the parity tests need Hugging Face transformers"
+)
 
 ATOL = 1e-4  # float32 tolerance on every output compared with Hugging Face
 V = 101
@@ -14,9 +22,16 @@ V = 101
 
 def _hf_config(attn="eager", **kw):
     base = dict(
-        vocab_size=V, hidden_size=48, num_hidden_layers=2, num_attention_heads=4, intermediate_size=96,
-        max_position_embeddings=40, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
-        num_labels=3, attn_implementation=attn,
+        vocab_size=V,
+        hidden_size=48,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=96,
+        max_position_embeddings=40,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+        num_labels=3,
+        attn_implementation=attn,
     )
     base.update(kw)
     return transformers.BertConfig(**base)
@@ -111,7 +126,9 @@ def test_masked_lm_head_matches_hugging_face():
     with torch.no_grad():
         a = ours(ids, mask, segments, labels=labels)
         b = hf(input_ids=ids, attention_mask=mask, token_type_ids=segments, labels=labels)
-    print(f"\nBertForMaskedLM: max |logits diff| {_max_diff(a.logits, b.logits):.2e}, |loss diff| {_max_diff(a.loss, b.loss):.2e}")
+    print(
+        f"\nBertForMaskedLM: max |logits diff| {_max_diff(a.logits, b.logits):.2e}, |loss diff| {_max_diff(a.loss, b.loss):.2e}"
+    )
     torch.testing.assert_close(a.logits, b.logits, atol=ATOL, rtol=0)
     torch.testing.assert_close(a.loss, b.loss, atol=ATOL, rtol=0)
 
@@ -143,7 +160,9 @@ def test_masking_proportions():
     """15% of tokens chosen; of those 80% [MASK], 10% random, 10% unchanged."""
     n, vocab, mask_id = 400_000, 30_000, 4
     ids = torch.randint(10, vocab, (4, n // 4), generator=torch.Generator().manual_seed(0))
-    inputs, labels = apply_bert_masking(ids, mask_id, vocab, generator=torch.Generator().manual_seed(1))
+    inputs, labels = apply_bert_masking(
+        ids, mask_id, vocab, generator=torch.Generator().manual_seed(1)
+    )
     chosen = labels != -100
     assert torch.equal(labels[chosen], ids[chosen])
     assert torch.equal(inputs[~chosen], ids[~chosen])  # unchosen tokens are never touched
@@ -160,10 +179,24 @@ def test_masking_proportions():
 def test_masking_skips_special_tokens_and_is_seeded():
     ids = torch.randint(5, 50, (8, 64), generator=torch.Generator().manual_seed(0))
     ids[:, 0], ids[:, -1] = 1, 2  # [CLS] ... [SEP]
-    inputs, labels = apply_bert_masking(ids, 3, 50, mlm_probability=0.5, special_token_ids=(1, 2), generator=torch.Generator().manual_seed(4))
+    inputs, labels = apply_bert_masking(
+        ids,
+        3,
+        50,
+        mlm_probability=0.5,
+        special_token_ids=(1, 2),
+        generator=torch.Generator().manual_seed(4),
+    )
     assert (labels[:, 0] == -100).all() and (labels[:, -1] == -100).all()
     assert torch.equal(inputs[:, 0], ids[:, 0])
-    again = apply_bert_masking(ids, 3, 50, mlm_probability=0.5, special_token_ids=(1, 2), generator=torch.Generator().manual_seed(4))
+    again = apply_bert_masking(
+        ids,
+        3,
+        50,
+        mlm_probability=0.5,
+        special_token_ids=(1, 2),
+        generator=torch.Generator().manual_seed(4),
+    )
     assert torch.equal(inputs, again[0]) and torch.equal(labels, again[1])
 
 
@@ -171,7 +204,14 @@ def test_mlm_loss_only_counts_chosen_positions():
     torch.manual_seed(0)
     model = BertForMaskedLM(BertConfig.tiny(vocab_size=V))
     ids, mask, _ = _padded_batch()
-    inputs, labels = apply_bert_masking(ids, 3, V, mlm_probability=0.5, special_token_ids=(0,), generator=torch.Generator().manual_seed(3))
+    inputs, labels = apply_bert_masking(
+        ids,
+        3,
+        V,
+        mlm_probability=0.5,
+        special_token_ids=(0,),
+        generator=torch.Generator().manual_seed(3),
+    )
     out = model(inputs, mask, labels=labels)
     chosen = labels != -100
     torch.testing.assert_close(out.loss, F.cross_entropy(out.logits[chosen], labels[chosen]))
@@ -181,7 +221,11 @@ def test_mlm_loss_only_counts_chosen_positions():
 
 
 def test_presets():
-    assert (BertConfig.base().n_layer, BertConfig.base().d_model, BertConfig.base().eps) == (12, 768, 1e-12)
+    assert (BertConfig.base().n_layer, BertConfig.base().d_model, BertConfig.base().eps) == (
+        12,
+        768,
+        1e-12,
+    )
     m = BertConfig.minilm()
     assert (m.n_layer, m.n_head, m.d_model, m.d_ff) == (6, 12, 384, 1536)
     assert BertConfig.tiny(vocab_size=500).vocab_size == 500

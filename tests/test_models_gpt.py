@@ -6,16 +6,27 @@ import torch.nn.functional as F
 
 from transformer_lab.models import GPT, GPTConfig, filter_logits
 
-transformers = pytest.importorskip("transformers", reason="the parity tests need Hugging Face transformers")
+transformers = pytest.importorskip(
+    "transformers", reason="the parity tests need Hugging Face transformers"
+)
 
 ATOL = 1e-4  # float32 tolerance on every output compared with Hugging Face
 
 
 def _hf_config(attn="eager", **kw):
     base = dict(
-        vocab_size=97, n_positions=32, n_embd=48, n_layer=3, n_head=4,
-        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
-        bos_token_id=None, eos_token_id=None, pad_token_id=None, attn_implementation=attn,
+        vocab_size=97,
+        n_positions=32,
+        n_embd=48,
+        n_layer=3,
+        n_head=4,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+        bos_token_id=None,
+        eos_token_id=None,
+        pad_token_id=None,
+        attn_implementation=attn,
     )
     base.update(kw)
     return transformers.GPT2Config(**base)
@@ -27,7 +38,11 @@ def _randomise(model, seed=0, scale=0.2):
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for name, p in model.named_parameters():
-            offset = 1.0 if (".ln_" in name or name.endswith("ln_f.weight")) and name.endswith("weight") else 0.0
+            offset = (
+                1.0
+                if (".ln_" in name or name.endswith("ln_f.weight")) and name.endswith("weight")
+                else 0.0
+            )
             p.copy_(torch.randn(p.shape, generator=g) * scale + offset)
     return model
 
@@ -51,7 +66,9 @@ def test_logits_match_gpt2(attn, fused):
     idx = torch.randint(0, 97, (3, 32), generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
         a, b = ours(idx).logits, hf(idx).logits
-    print(f"\nGPT vs GPT2LMHeadModel ({attn}, fused={fused}): max |logits diff| = {_max_diff(a, b):.2e}")
+    print(
+        f"\nGPT vs GPT2LMHeadModel ({attn}, fused={fused}): max |logits diff| = {_max_diff(a, b):.2e}"
+    )
     assert b.abs().max() > 1.0  # the reference is not trivially small
     torch.testing.assert_close(a, b, atol=ATOL, rtol=0)
 
@@ -110,14 +127,19 @@ def test_top_k_and_top_p_match_hugging_face_warpers():
 @pytest.mark.parametrize("fused", [True, False])
 def test_cache_gives_the_same_tokens_greedy_and_sampled(fused):
     torch.manual_seed(0)
-    model = GPT(GPTConfig(vocab_size=50, block_size=16, n_layer=2, n_head=2, d_model=32, fused=fused))
+    model = GPT(
+        GPTConfig(vocab_size=50, block_size=16, n_layer=2, n_head=2, d_model=32, fused=fused)
+    )
     prompt = torch.randint(0, 50, (3, 4))
     # 4 + 20 tokens run past block_size=16, so the sliding-window fallback is exercised too.
     greedy = [model.generate(prompt, 20, temperature=0, use_cache=c) for c in (True, False)]
     assert torch.equal(*greedy)
     for kw in ({"top_k": 5}, {"top_p": 0.8, "temperature": 0.7}):
         sampled = [
-            model.generate(prompt, 20, use_cache=c, generator=torch.Generator().manual_seed(7), **kw) for c in (True, False)
+            model.generate(
+                prompt, 20, use_cache=c, generator=torch.Generator().manual_seed(7), **kw
+            )
+            for c in (True, False)
         ]
         assert torch.equal(*sampled), kw
     assert greedy[0].shape == (3, 24)
@@ -129,7 +151,9 @@ def test_generate_restores_training_mode_and_is_seeded():
     a = model.generate(prompt, 10, generator=torch.Generator().manual_seed(0))
     b = model.generate(prompt, 10, generator=torch.Generator().manual_seed(0))
     assert torch.equal(a, b) and model.training
-    c = model.generate(prompt, 10, generator=torch.Generator().manual_seed(0), progress=True)  # with a tqdm bar
+    c = model.generate(
+        prompt, 10, generator=torch.Generator().manual_seed(0), progress=True
+    )  # with a tqdm bar
     assert torch.equal(a, c)
 
 
@@ -163,10 +187,23 @@ def test_tied_head_presets_and_parameter_count():
     model = GPT(GPTConfig.tiny())
     assert model.lm_head.weight is model.tok_emb.weight
     cfg = GPTConfig.tiny()
-    assert (cfg.n_layer, cfg.n_head, cfg.d_model, cfg.block_size, cfg.vocab_size) == (4, 4, 128, 64, 65)
+    assert (cfg.n_layer, cfg.n_head, cfg.d_model, cfg.block_size, cfg.vocab_size) == (
+        4,
+        4,
+        128,
+        64,
+        65,
+    )
     assert 0.7e6 < model.num_parameters() < 0.9e6
     g = GPTConfig.gpt2()
-    assert (g.n_layer, g.n_head, g.d_model, g.block_size, g.vocab_size, g.d_ff) == (12, 12, 768, 1024, 50257, 3072)
+    assert (g.n_layer, g.n_head, g.d_model, g.block_size, g.vocab_size, g.d_ff) == (
+        12,
+        12,
+        768,
+        1024,
+        50257,
+        3072,
+    )
     assert GPTConfig.tiny(n_layer=2).n_layer == 2
 
 
@@ -187,7 +224,9 @@ def test_loss_ignores_minus_100_and_matches_cross_entropy():
 def test_gpt2_small_full_size_mapping():
     """GPT-2 small's real shape (124M parameters, random weights): the mapping holds at scale."""
     torch.manual_seed(0)
-    hf = transformers.GPT2LMHeadModel(_hf_config(vocab_size=50257, n_positions=1024, n_embd=768, n_layer=12, n_head=12)).eval()
+    hf = transformers.GPT2LMHeadModel(
+        _hf_config(vocab_size=50257, n_positions=1024, n_embd=768, n_layer=12, n_head=12)
+    ).eval()
     ours = GPT.from_huggingface(hf)
     assert ours.config == GPTConfig.gpt2()
     assert 124e6 < ours.num_parameters() < 125e6

@@ -11,8 +11,18 @@ PAD, BOS, EOS = 0, 1, 2
 
 
 def _config(norm_first=False, **kw):
-    base = dict(src_vocab_size=23, tgt_vocab_size=29, d_model=32, n_head=4, n_encoder_layers=2,
-                n_decoder_layers=2, d_ff=64, dropout=0.0, norm_first=norm_first, max_len=32)
+    base = dict(
+        src_vocab_size=23,
+        tgt_vocab_size=29,
+        d_model=32,
+        n_head=4,
+        n_encoder_layers=2,
+        n_decoder_layers=2,
+        d_ff=64,
+        dropout=0.0,
+        norm_first=norm_first,
+        max_len=32,
+    )
     base.update(kw)
     return Seq2SeqConfig(**base)
 
@@ -36,8 +46,15 @@ def _reference_and_ours(norm_first):
     cfg = _config(norm_first)
     torch.manual_seed(0)
     ref = nn.Transformer(
-        cfg.d_model, cfg.n_head, cfg.n_encoder_layers, cfg.n_decoder_layers, cfg.d_ff,
-        dropout=0.0, batch_first=True, norm_first=norm_first, layer_norm_eps=cfg.eps,
+        cfg.d_model,
+        cfg.n_head,
+        cfg.n_encoder_layers,
+        cfg.n_decoder_layers,
+        cfg.d_ff,
+        dropout=0.0,
+        batch_first=True,
+        norm_first=norm_first,
+        layer_norm_eps=cfg.eps,
     ).eval()
     g = torch.Generator().manual_seed(1)
     ours = Seq2SeqTransformer(cfg).eval()
@@ -47,14 +64,22 @@ def _reference_and_ours(norm_first):
                 p.add_(torch.randn(p.shape, generator=g) * 0.2)
         for mine, theirs in zip(ours.encoder_layers, ref.encoder.layers):
             _copy_attention(mine.self_attn, theirs.self_attn)
-            for a, b in ((mine.ffn.fc1, theirs.linear1), (mine.ffn.fc2, theirs.linear2), (mine.norm1, theirs.norm1), (mine.norm2, theirs.norm2)):
+            for a, b in (
+                (mine.ffn.fc1, theirs.linear1),
+                (mine.ffn.fc2, theirs.linear2),
+                (mine.norm1, theirs.norm1),
+                (mine.norm2, theirs.norm2),
+            ):
                 _copy_linear_or_norm(a, b)
         for mine, theirs in zip(ours.decoder_layers, ref.decoder.layers):
             _copy_attention(mine.self_attn, theirs.self_attn)
             _copy_attention(mine.cross_attn, theirs.multihead_attn)
             for a, b in (
-                (mine.ffn.fc1, theirs.linear1), (mine.ffn.fc2, theirs.linear2),
-                (mine.norm1, theirs.norm1), (mine.norm2, theirs.norm2), (mine.norm3, theirs.norm3),
+                (mine.ffn.fc1, theirs.linear1),
+                (mine.ffn.fc2, theirs.linear2),
+                (mine.norm1, theirs.norm1),
+                (mine.norm2, theirs.norm2),
+                (mine.norm3, theirs.norm3),
             ):
                 _copy_linear_or_norm(a, b)
         _copy_linear_or_norm(ours.encoder_norm, ref.encoder.norm)
@@ -90,9 +115,12 @@ def test_matches_torch_transformer_with_masks_on_both_sides(norm_first, fused):
         out = ours(src, tgt)
         # torch's boolean masks mean the opposite of ours: True = may NOT attend.
         expected = ref(
-            ours.embed_source(src), ours.embed_target(tgt),
+            ours.embed_source(src),
+            ours.embed_target(tgt),
             tgt_mask=~torch.ones(T, T, dtype=torch.bool).tril(),
-            src_key_padding_mask=src == PAD, tgt_key_padding_mask=tgt == PAD, memory_key_padding_mask=src == PAD,
+            src_key_padding_mask=src == PAD,
+            tgt_key_padding_mask=tgt == PAD,
+            memory_key_padding_mask=src == PAD,
         )
         expected_logits = ours.out_proj(expected)
         memory = ref.encoder(ours.embed_source(src), src_key_padding_mask=src == PAD)
@@ -113,7 +141,9 @@ def test_source_padding_is_masked_and_decoder_is_causal():
         base = model(src, tgt).logits
         other_src = src.clone()
         other_src[src == PAD] = 0  # padding stays padding ...
-        longer = torch.cat([src, torch.full((3, 4), PAD)], dim=1)  # ... and more of it changes nothing
+        longer = torch.cat(
+            [src, torch.full((3, 4), PAD)], dim=1
+        )  # ... and more of it changes nothing
         torch.testing.assert_close(model(longer, tgt).logits, base, atol=1e-5, rtol=0)
         future = tgt.clone()
         future[:, 4:] = 5
@@ -157,10 +187,19 @@ def test_greedy_decode_stops_at_eos():
 
 def test_small_model_learns_to_reverse_a_few_sequences():
     torch.manual_seed(0)
-    cfg = Seq2SeqConfig.tiny(src_vocab_size=12, tgt_vocab_size=12, dropout=0.0, d_model=32, n_encoder_layers=1, n_decoder_layers=1)
+    cfg = Seq2SeqConfig.tiny(
+        src_vocab_size=12,
+        tgt_vocab_size=12,
+        dropout=0.0,
+        d_model=32,
+        n_encoder_layers=1,
+        n_decoder_layers=1,
+    )
     model = Seq2SeqTransformer(cfg)
     src = torch.randint(3, 12, (8, 4))
-    tgt = torch.cat([torch.full((8, 1), BOS), src.flip(1), torch.full((8, 1), EOS)], dim=1)  # (8, 6)
+    tgt = torch.cat(
+        [torch.full((8, 1), BOS), src.flip(1), torch.full((8, 1), EOS)], dim=1
+    )  # (8, 6)
     opt = torch.optim.Adam(model.parameters(), lr=1e-2)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # a model this small only pays for thread synchronisation
@@ -186,4 +225,10 @@ def test_attention_outputs_and_presets():
     assert att["decoder_self"][0].shape == (3, 4, 8, 8) and att["cross"][1].shape == (3, 4, 8, 10)
     assert (att["cross"][0][2, :, :, 2:] == 0).all()  # source 2 has two real tokens
     base = Seq2SeqConfig.base()
-    assert (base.d_model, base.n_head, base.n_encoder_layers, base.d_ff, base.norm_first) == (512, 8, 6, 2048, False)
+    assert (base.d_model, base.n_head, base.n_encoder_layers, base.d_ff, base.norm_first) == (
+        512,
+        8,
+        6,
+        2048,
+        False,
+    )

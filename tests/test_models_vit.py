@@ -7,16 +7,26 @@ from torch import nn
 from transformer_lab import sinusoidal_encoding_2d
 from transformer_lab.models import PatchEmbedding, ViT, ViTConfig, patchify
 
-transformers = pytest.importorskip("transformers", reason="the parity tests need Hugging Face transformers")
+transformers = pytest.importorskip(
+    "transformers", reason="the parity tests need Hugging Face transformers"
+)
 
 ATOL = 1e-4  # float32 tolerance on every output compared with Hugging Face
 
 
 def _hf_config(attn="eager", **kw):
     base = dict(
-        image_size=16, patch_size=4, num_channels=3, hidden_size=48, num_hidden_layers=2,
-        num_attention_heads=4, intermediate_size=96, num_labels=5,
-        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, attn_implementation=attn,
+        image_size=16,
+        patch_size=4,
+        num_channels=3,
+        hidden_size=48,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=96,
+        num_labels=5,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+        attn_implementation=attn,
     )
     base.update(kw)
     return transformers.ViTConfig(**base)
@@ -50,7 +60,9 @@ def test_logits_match_vit_for_image_classification(attn, fused):
     x = _images()
     with torch.no_grad():
         a, b = ours(x).logits, hf(x).logits
-    print(f"\nViT vs ViTForImageClassification ({attn}, fused={fused}): max |logits diff| = {_max_diff(a, b):.2e}")
+    print(
+        f"\nViT vs ViTForImageClassification ({attn}, fused={fused}): max |logits diff| = {_max_diff(a, b):.2e}"
+    )
     torch.testing.assert_close(a, b, atol=ATOL, rtol=0)
 
 
@@ -75,7 +87,9 @@ def test_attention_maps_match_hugging_face_eager():
     assert len(a) == 2 and a[0].shape == (2, 4, 17, 17)  # (B, H, N + 1, N + 1)
     for ours_map, theirs in zip(a, b):
         torch.testing.assert_close(ours_map, theirs, atol=ATOL, rtol=0)
-    print(f"\nViT attention maps vs Hugging Face: max diff = {max(_max_diff(p, q) for p, q in zip(a, b)):.2e}")
+    print(
+        f"\nViT attention maps vs Hugging Face: max diff = {max(_max_diff(p, q) for p, q in zip(a, b)):.2e}"
+    )
 
 
 def test_patch_embedding_equals_a_strided_convolution():
@@ -108,7 +122,9 @@ def test_sinusoidal_2d_positions():
     assert (model.pos_table[0] == 0).all()
     out = model(torch.randn(3, 1, 8, 8), labels=torch.tensor([1, 2, 3]))
     assert out.logits.shape == (3, 10) and out.loss.ndim == 0
-    assert not any(name.startswith("pos") for name, _ in model.named_parameters())  # fixed, not learned
+    assert not any(
+        name.startswith("pos") for name, _ in model.named_parameters()
+    )  # fixed, not learned
 
 
 def test_tiny_preset_trains_a_step_and_maps_sum_to_one():

@@ -24,7 +24,9 @@ import nbformat
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SOLUTIONS = sorted(p for p in (ROOT / "solutions").glob("*/*.ipynb") if ".ipynb_checkpoints" not in p.parts)
+SOLUTIONS = sorted(
+    p for p in (ROOT / "solutions").glob("*/*.ipynb") if ".ipynb_checkpoints" not in p.parts
+)
 BUDGET = float(os.environ.get("TLAB_NOTEBOOK_BUDGET", "60"))
 CELL_TIMEOUT = 180  # per cell; the budget above is what the test asserts
 
@@ -91,7 +93,9 @@ def test_solution_notebook_executes_within_budget(solution, student_env):
     assert not errors, "solution cells raised:\n" + "\n".join(
         f"  cell {i}: {name}: {message[:300]}" for i, name, message in errors
     )
-    assert seconds < BUDGET, f"{solution.name} took {seconds:.1f} s headless; the budget is {BUDGET:.0f} s."
+    assert seconds < BUDGET, (
+        f"{solution.name} took {seconds:.1f} s headless; the budget is {BUDGET:.0f} s."
+    )
 
 
 @pytest.mark.skipif(not SOLUTIONS, reason="no solution notebooks in solutions/ yet")
@@ -103,7 +107,9 @@ def test_student_notebook_stops_at_first_unanswered_exercise(solution, student_e
     nb, _, error = _execute(student, allow_errors=False)
     answers = [i for i, cell in enumerate(nb.cells) if _is_answer_cell(cell)]
     assert answers, "the student notebook has no answer cells"
-    assert error is not None, "the untouched student notebook ran to the end: no exercise is left to answer?"
+    assert error is not None, (
+        "the untouched student notebook ran to the end: no exercise is left to answer?"
+    )
     errors = _errors(nb)
     assert errors, f"execution stopped without an error output: {error}"
     index, name, message = errors[0]

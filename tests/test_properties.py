@@ -103,7 +103,12 @@ def test_padding_masks_from_lengths_and_ids_agree_and_combine():
 
 def test_sinusoidal_values_equal_the_formula():
     expected = torch.tensor(
-        [[0, 1, 0, 1], [0.84, 0.54, 0.10, 1.00], [0.91, -0.42, 0.20, 0.98], [0.14, -0.99, 0.30, 0.96]]
+        [
+            [0, 1, 0, 1],
+            [0.84, 0.54, 0.10, 1.00],
+            [0.91, -0.42, 0.20, 0.98],
+            [0.14, -0.99, 0.30, 0.96],
+        ]
     )
     torch.testing.assert_close(sinusoidal_encoding(4, 4, base=100.0), expected, atol=0.005, rtol=0)
     pe = sinusoidal_encoding(50, 16)

@@ -26,7 +26,8 @@ A = "fx_attention"
 def test_repository_notebooks_are_exactly_the_release():
     result = release(REPO, check=True)
     assert result.differences == [], (
-        "notebooks/ is not what `tlab release` generates from solutions/:\n  " + "\n  ".join(result.differences)
+        "notebooks/ is not what `tlab release` generates from solutions/:\n  "
+        + "\n  ".join(result.differences)
     )
 
 
@@ -55,7 +56,11 @@ def _released(root: Path) -> Path:
 def test_release_is_deterministic_and_writes_nothing_else(course, fresh):
     assert _released(course).read_bytes() == (fresh / A / f"{A}.ipynb").read_bytes()
     assert compare_trees(fresh / A, course / "notebooks" / A) == []
-    assert sorted(p.name for p in course.iterdir()) == ["nbgrader_config.py", "notebooks", "solutions"]
+    assert sorted(p.name for p in course.iterdir()) == [
+        "nbgrader_config.py",
+        "notebooks",
+        "solutions",
+    ]
 
 
 def test_released_notebook_is_a_student_notebook(course):
@@ -98,11 +103,15 @@ def test_check_command_fails_on_drift_and_release_repairs_it(course, tmp_path, c
     root = tmp_path / "course"
     shutil.copytree(course, root)  # a released course, without paying for another release
     src = root / "solutions" / A / f"{A}.ipynb"
-    src.write_text(src.read_text().replace("Fixture: attention", "Fixture: attention, revised"))  # stale release
+    src.write_text(
+        src.read_text().replace("Fixture: attention", "Fixture: attention, revised")
+    )  # stale release
     (root / "notebooks" / "99_old").mkdir()  # an assignment that no longer exists
     assert cli.main(["--root", str(root), "release", "--check"]) == 1
     out = capsys.readouterr().out
-    assert f"notebooks/{A}/{A}.ipynb: differs from the release" in out and "notebooks/99_old/: " in out
+    assert (
+        f"notebooks/{A}/{A}.ipynb: differs from the release" in out and "notebooks/99_old/: " in out
+    )
     assert cli.main(["--root", str(root), "release"]) == 0
     assert "removed stale release folder: 99_old" in capsys.readouterr().out
     assert "revised" in _released(root).read_text()
@@ -128,7 +137,9 @@ def test_release_works_when_the_venv_is_not_on_path(tmp_path, monkeypatch):
     shutil.copy(REPO / "nbgrader_config.py", tmp_path / "nbgrader_config.py")
     shutil.copytree(FIXTURE / "solutions", tmp_path / "solutions")
     assert cli.main(["--root", str(tmp_path), "release"]) == 0
-    assert list((tmp_path / "notebooks" / A).glob("*.ipynb"))  # the release directory of nbgrader_config.py
+    assert list(
+        (tmp_path / "notebooks" / A).glob("*.ipynb")
+    )  # the release directory of nbgrader_config.py
 
 
 def test_failure_detail_shows_nbgraders_logged_error_not_its_generic_exception():
@@ -140,6 +151,9 @@ def test_failure_detail_shows_nbgraders_logged_error_not_its_generic_exception()
         "[ERROR] Traceback ...\nFileNotFoundError: [Errno 2] No such file or directory: 'alembic'\n",
     }
     detail = failure_detail(event)
-    assert detail.startswith("[ERROR] There was an error processing assignment") and "'alembic'" in detail
+    assert (
+        detail.startswith("[ERROR] There was an error processing assignment")
+        and "'alembic'" in detail
+    )
     assert failure_detail({"error": "boom", "log": "[INFO] all fine"}) == "boom"
     assert failure_detail(None, "the child's stderr") == "the child's stderr"

@@ -69,7 +69,10 @@ def blobs(n: int = 256, seed: int = 0):
 def fixed_batches(n_steps: int, seed: int = 0, batch_size: int = 32):
     x, y = blobs(1024, seed)
     g = torch.Generator().manual_seed(seed)
-    return [tuple(t[idx] for t in (x, y)) for idx in (torch.randint(1024, (batch_size,), generator=g) for _ in range(n_steps))]
+    return [
+        tuple(t[idx] for t in (x, y))
+        for idx in (torch.randint(1024, (batch_size,), generator=g) for _ in range(n_steps))
+    ]
 
 
 # ----------------------------------------------------------------------------- schedule
@@ -78,7 +81,9 @@ def fixed_batches(n_steps: int, seed: int = 0, batch_size: int = 32):
 def torch_schedule(lr, total, warmup, min_lr):
     """The same schedule built from PyTorch's own schedulers: LinearLR then CosineAnnealingLR."""
     opt = torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=lr)
-    warm = torch.optim.lr_scheduler.LinearLR(opt, start_factor=1 / warmup, end_factor=1.0, total_iters=warmup - 1)
+    warm = torch.optim.lr_scheduler.LinearLR(
+        opt, start_factor=1 / warmup, end_factor=1.0, total_iters=warmup - 1
+    )
     cos = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=total - warmup, eta_min=min_lr)
     sched = torch.optim.lr_scheduler.SequentialLR(opt, [warm, cos], milestones=[warmup])
     out = []
@@ -138,14 +143,26 @@ def test_train_equals_a_plain_pytorch_loop():
 
     ours = make_mlp()
     it = iter(batches)
-    train(ours, lambda: next(it), steps=steps, lr=lr, warmup_steps=warmup, min_lr=min_lr,
-          grad_clip=clip, weight_decay=wd, progress=False)
+    train(
+        ours,
+        lambda: next(it),
+        steps=steps,
+        lr=lr,
+        warmup_steps=warmup,
+        min_lr=min_lr,
+        grad_clip=clip,
+        weight_decay=wd,
+        progress=False,
+    )
 
     ref = make_mlp()
     decay = [p for p in ref.parameters() if p.dim() >= 2]
     other = [p for p in ref.parameters() if p.dim() < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": wd}, {"params": other, "weight_decay": 0.0}],
-                            lr=lr, betas=(0.9, 0.99))
+    opt = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": wd}, {"params": other, "weight_decay": 0.0}],
+        lr=lr,
+        betas=(0.9, 0.99),
+    )
     warm = torch.optim.lr_scheduler.LinearLR(opt, 1 / warmup, 1.0, total_iters=warmup - 1)
     cos = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=steps - warmup, eta_min=min_lr)
     sched = torch.optim.lr_scheduler.SequentialLR(opt, [warm, cos], milestones=[warmup])
@@ -167,8 +184,15 @@ def test_train_equals_a_plain_pytorch_loop():
 def test_loss_falls_on_a_toy_classification():
     model = make_mlp()
     x, y = blobs()
-    history = train(model, fixed_batches(150), steps=150, lr=1e-2, progress=False,
-                    eval_batches=[(x, y)], eval_iters=None)
+    history = train(
+        model,
+        fixed_batches(150),
+        steps=150,
+        lr=1e-2,
+        progress=False,
+        eval_batches=[(x, y)],
+        eval_iters=None,
+    )
     assert history.eval_loss[-1] < 0.25 * history.eval_loss[0]
     assert accuracy(model, [(x, y)]) > 0.95
     assert not model.training  # left in eval mode, ready to use
@@ -197,8 +221,17 @@ def test_same_seed_same_losses():
 
     def run(seed):
         torch.manual_seed(0)
-        model = nn.Sequential(Bigram(data.vocab_size), nn.Dropout(0.3))  # dropout draws random numbers too
-        return train(model, lambda: get_batch(data.train, 16, 8), steps=30, lr=1e-2, seed=seed, progress=False)
+        model = nn.Sequential(
+            Bigram(data.vocab_size), nn.Dropout(0.3)
+        )  # dropout draws random numbers too
+        return train(
+            model,
+            lambda: get_batch(data.train, 16, 8),
+            steps=30,
+            lr=1e-2,
+            seed=seed,
+            progress=False,
+        )
 
     a, b, c = run(1), run(1), run(2)
     assert a.train_loss == b.train_loss
@@ -221,8 +254,15 @@ def test_seed_everything_seeds_python_numpy_and_torch():
 def test_history_records_and_evaluation_schedule():
     model = make_mlp()
     x, y = blobs(64)
-    history = train(model, fixed_batches(40), steps=40, eval_every=10, log_every=5,
-                    eval_batches=[(x, y)], progress=False)
+    history = train(
+        model,
+        fixed_batches(40),
+        steps=40,
+        eval_every=10,
+        log_every=5,
+        eval_batches=[(x, y)],
+        progress=False,
+    )
     assert history.step == list(range(5, 41, 5))
     assert len(history.train_loss) == len(history.lr) == 8
     assert history.eval_step == [0, 10, 20, 30, 40]  # before training, every 10, at the end
@@ -245,7 +285,9 @@ def test_eval_fn_runs_in_eval_mode_and_training_in_train_mode():
         seen["eval"].add((m.training, torch.is_grad_enabled()))
         return {"loss": 1.0, "accuracy": 0.5}
 
-    history = train(model, fixed_batches(12), loss_fn, steps=12, eval_fn=eval_fn, eval_every=4, progress=False)
+    history = train(
+        model, fixed_batches(12), loss_fn, steps=12, eval_fn=eval_fn, eval_every=4, progress=False
+    )
     assert seen == {"train": {True}, "eval": {(False, False)}}
     assert history.eval == {"loss": [1.0] * 4, "accuracy": [0.5] * 4}
 
@@ -276,7 +318,11 @@ def test_model_loss_uses_the_models_own_loss():
 
         def forward(self, idx, targets=None):
             logits = self.bigram(idx)
-            loss = None if targets is None else F.cross_entropy(logits.reshape(-1, 10), targets.reshape(-1))
+            loss = (
+                None
+                if targets is None
+                else F.cross_entropy(logits.reshape(-1, 10), targets.reshape(-1))
+            )
             return Output(logits, loss)
 
     data = torch.arange(200) % 10
@@ -286,7 +332,9 @@ def test_model_loss_uses_the_models_own_loss():
     history = train(lm, batches, model_loss, steps=60, lr=5e-2, progress=False, seed=0)
     assert history.final_train_loss < 1.0  # the sequence is fully predictable
     # The default loss reads .logits from the same output object.
-    assert estimate_loss(lm, batches, iters=3) == pytest.approx(estimate_loss(lm, batches, model_loss, iters=3), rel=0.5)
+    assert estimate_loss(lm, batches, iters=3) == pytest.approx(
+        estimate_loss(lm, batches, model_loss, iters=3), rel=0.5
+    )
     with pytest.raises(TypeError, match="loss=None"):
         model_loss(lm, (data[None, :8],))
 
@@ -314,7 +362,9 @@ def test_grading_mode_caps_steps_and_eval(monkeypatch, capsys, env):
         calls["eval"] += 1
         return x, y
 
-    history = train(make_mlp(), batches, steps=5000, eval_batches=eval_batches, eval_iters=50, eval_every=10)
+    history = train(
+        make_mlp(), batches, steps=5000, eval_batches=eval_batches, eval_iters=50, eval_every=10
+    )
     assert history.steps == GRADING_MAX_STEPS and history.capped
     assert calls["train"] == GRADING_MAX_STEPS
     n_evals = len(history.eval_step)
@@ -342,7 +392,9 @@ def test_train_errors():
         train(lambda x: x, batches)
     with pytest.raises(TypeError, match="function returning one batch.*int"):
         train(model, 5, steps=1)
-    with pytest.raises(TypeError, match=r"default loss_fn expects batches of \(inputs, targets\).*length 3"):
+    with pytest.raises(
+        TypeError, match=r"default loss_fn expects batches of \(inputs, targets\).*length 3"
+    ):
         train(model, lambda: (batches[0][0], batches[0][1], None), steps=1, progress=False)
     with pytest.raises(ValueError, match="eval_every must be an integer >= 1"):
         train(model, batches, steps=2, eval_every=0, progress=False)
@@ -369,7 +421,9 @@ def test_estimate_loss_and_accuracy_against_direct_computation():
     batches = [(x[:50], y[:50]), (x[50:], y[50:])]
     with torch.no_grad():
         model.eval()
-        ref_loss = (F.cross_entropy(model(x[:50]), y[:50]) + F.cross_entropy(model(x[50:]), y[50:])).item() / 2
+        ref_loss = (
+            F.cross_entropy(model(x[:50]), y[:50]) + F.cross_entropy(model(x[50:]), y[50:])
+        ).item() / 2
         ref_acc = (model(x).argmax(-1) == y).float().mean().item()
         model.train()
     assert estimate_loss(model, batches, iters=None) == pytest.approx(ref_loss, rel=1e-6)
@@ -413,7 +467,9 @@ def test_checkpoint_round_trip(tmp_path):
     model = make_mlp()
     opt = make_optimizer(model, lr=1e-2)
     train(model, fixed_batches(10), steps=10, optimizer=opt, progress=False)
-    path = save_checkpoint(tmp_path / "ckpts" / "mlp.pt", model, opt, config=TinyConfig(), step=10, note="hello")
+    path = save_checkpoint(
+        tmp_path / "ckpts" / "mlp.pt", model, opt, config=TinyConfig(), step=10, note="hello"
+    )
     assert path.is_file() and not (tmp_path / "ckpts" / "mlp.pt.tmp").exists()
 
     fresh = make_mlp(seed=1)
@@ -426,12 +482,32 @@ def test_checkpoint_round_trip(tmp_path):
     assert ckpt["config_class"].endswith("TinyConfig")
     for p, q in zip(model.parameters(), fresh.parameters()):
         s, t = opt.state[p], fresh_opt.state[q]
-        assert torch.equal(s["exp_avg"], t["exp_avg"]) and torch.equal(s["exp_avg_sq"], t["exp_avg_sq"])
+        assert torch.equal(s["exp_avg"], t["exp_avg"]) and torch.equal(
+            s["exp_avg_sq"], t["exp_avg_sq"]
+        )
 
     # Continuing from the checkpoint equals continuing the original run.
     more = fixed_batches(5, seed=3)
-    train(model, more, steps=5, optimizer=opt, progress=False, warmup_steps=0, schedule="constant", lr=1e-3)
-    train(fresh, more, steps=5, optimizer=fresh_opt, progress=False, warmup_steps=0, schedule="constant", lr=1e-3)
+    train(
+        model,
+        more,
+        steps=5,
+        optimizer=opt,
+        progress=False,
+        warmup_steps=0,
+        schedule="constant",
+        lr=1e-3,
+    )
+    train(
+        fresh,
+        more,
+        steps=5,
+        optimizer=fresh_opt,
+        progress=False,
+        warmup_steps=0,
+        schedule="constant",
+        lr=1e-3,
+    )
     for p, q in zip(model.parameters(), fresh.parameters()):
         torch.testing.assert_close(p, q, rtol=0, atol=0)
 
@@ -447,14 +523,25 @@ def test_checkpoint_uses_model_config_and_reports_problems(tmp_path):
     with pytest.raises(FileNotFoundError, match="no such file"):
         load_checkpoint(tmp_path / "missing.pt")
     with pytest.raises(RuntimeError, match="size mismatch"):
-        load_checkpoint(path, nn.Sequential(nn.Linear(2, 16), nn.LayerNorm(16), nn.ReLU(), nn.Dropout(), nn.Linear(16, 2)))
+        load_checkpoint(
+            path,
+            nn.Sequential(
+                nn.Linear(2, 16), nn.LayerNorm(16), nn.ReLU(), nn.Dropout(), nn.Linear(16, 2)
+            ),
+        )
     with pytest.raises(TypeError, match="dataclass instance or a dict"):
         save_checkpoint(tmp_path / "x.pt", make_mlp(), config=3)
 
 
 def test_history_plot():
-    history = History(step=[1, 2, 3], train_loss=[3.0, 2.0, 1.5], lr=[1e-3, 1e-3, 5e-4],
-                      eval_step=[0, 3], eval={"loss": [3.5, 1.8]}, steps=3)
+    history = History(
+        step=[1, 2, 3],
+        train_loss=[3.0, 2.0, 1.5],
+        lr=[1e-3, 1e-3, 5e-4],
+        eval_step=[0, 3],
+        eval={"loss": [3.5, 1.8]},
+        steps=3,
+    )
     ax = history.plot(show_lr=True, title="toy")
     labels = [line.get_label() for line in ax.get_lines()]
     assert labels == ["train loss", "eval loss"]

@@ -53,7 +53,9 @@ def changes_picture(explorer, name, value) -> bytes:
     after = explorer.image.value
     assert after[:8] == b"\x89PNG\r\n\x1a\n"
     assert after != before, f"moving {name} to {value!r} did not change the picture"
-    assert np.abs(pixels(after) - pixels(before)).max() > 50, f"moving {name} changed no visible pixel"
+    assert np.abs(pixels(after) - pixels(before)).max() > 50, (
+        f"moving {name} changed no visible pixel"
+    )
     return after
 
 
@@ -95,7 +97,9 @@ def test_importing_loads_neither_ipywidgets_nor_matplotlib_and_grading_builds_no
     )
     env = {k: v for k, v in os.environ.items() if k != "NBGRADER_EXECUTION"}
     env["TLAB_GRADING"] = "1"
-    run = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    run = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
     assert run.returncode == 0, run.stderr
     assert "switched off while grading" in run.stdout
 
@@ -171,7 +175,9 @@ def test_softmax_temperature_changes_the_picture_and_the_shift_changes_nothing_t
     assert ex.state()["probs"].max() > p1.max()  # colder = sharper
     p2 = ex.state()["probs"]
     changes_picture(ex, "shift", 3.0)  # the score bars move ...
-    np.testing.assert_allclose(ex.state()["probs"], p2, rtol=1e-5, atol=1e-7)  # ... the softmax does not
+    np.testing.assert_allclose(
+        ex.state()["probs"], p2, rtol=1e-5, atol=1e-7
+    )  # ... the softmax does not
     assert_blit_matches_full_draw(ex)
 
 
@@ -180,7 +186,9 @@ def test_softmax_explorer_bad_input():
         tw.softmax_explorer([1.0])
     with pytest.raises(ValueError, match=r"received 2 labels for 3 scores\."):
         tw.softmax_explorer([1.0, 2.0, 3.0], labels=["a", "b"])
-    with pytest.raises(ValueError, match=r"temperature must lie between 0\.05 and 20, but received temperature=0\."):
+    with pytest.raises(
+        ValueError, match=r"temperature must lie between 0\.05 and 20, but received temperature=0\."
+    ):
         tw.softmax_explorer(temperature=0)
     with pytest.raises(TypeError, match=r"scores must be a tensor or a list of numbers"):
         tw.softmax_explorer(["a", "b"])
@@ -203,7 +211,9 @@ def test_scaling_spread_grows_like_sqrt_dk_and_scaling_undoes_it():
         for kind in ("unscaled", "scaled"):
             ref = torch.softmax(torch.from_numpy(st[kind]).view(256, 16), dim=-1)
             ref = ref.sort(dim=-1, descending=True).values.mean(dim=0)
-            np.testing.assert_allclose(st[f"sorted_weights_{kind}"], ref.numpy(), rtol=1e-5, atol=1e-6)
+            np.testing.assert_allclose(
+                st[f"sorted_weights_{kind}"], ref.numpy(), rtol=1e-5, atol=1e-6
+            )
             assert st[f"max_weight_{kind}"] == pytest.approx(float(ref[0]), rel=1e-5)
     # Saturation: at d_k = 256 the unscaled softmax is nearly one-hot, the scaled one is not.
     assert st["max_weight_unscaled"] > 0.8 and st["max_weight_scaled"] < 0.5
@@ -217,13 +227,19 @@ def test_scaling_slider_changes_the_picture():
 
 
 def test_scaling_explorer_bad_input():
-    with pytest.raises(ValueError, match=r"max_d_k must be a power of two up to 4096, but received max_d_k=100\."):
+    with pytest.raises(
+        ValueError, match=r"max_d_k must be a power of two up to 4096, but received max_d_k=100\."
+    ):
         tw.scaling_explorer(max_d_k=100)
-    with pytest.raises(ValueError, match=r"d_k must be a power of two up to max_d_k=512, but received d_k=3\."):
+    with pytest.raises(
+        ValueError, match=r"d_k must be a power of two up to max_d_k=512, but received d_k=3\."
+    ):
         tw.scaling_explorer(d_k=3)
     with pytest.raises(ValueError, match=r"n_keys must be at least 2"):
         tw.scaling_explorer(n_keys=1)
-    with pytest.raises(ValueError, match=r"n_queries must be a positive integer, but received n_queries=0\."):
+    with pytest.raises(
+        ValueError, match=r"n_queries must be a positive integer, but received n_queries=0\."
+    ):
         tw.scaling_explorer(n_queries=0)
 
 
@@ -242,10 +258,14 @@ def test_attention_weights_match_torch_softmax_and_fused_attention():
         torch.testing.assert_close(torch.from_numpy(st["weights"]), ref_w, rtol=1e-5, atol=1e-6)
         ref_out = F.scaled_dot_product_attention(q, k, v, scale=factor)
         torch.testing.assert_close(torch.from_numpy(st["output"]), ref_out, rtol=1e-5, atol=1e-5)
-        np.testing.assert_allclose(ex.figure.axes[0].images[0].get_array(), st["weights"], rtol=1e-6)
+        np.testing.assert_allclose(
+            ex.figure.axes[0].images[0].get_array(), st["weights"], rtol=1e-6
+        )
         t = st["query"]
         out_bars = [b.get_height() for b in ex.figure.axes[2].patches]
-        np.testing.assert_allclose(out_bars, ref_out[t].numpy(), rtol=1e-5, atol=1e-6)  # the output shown
+        np.testing.assert_allclose(
+            out_bars, ref_out[t].numpy(), rtol=1e-5, atol=1e-6
+        )  # the output shown
 
 
 def test_attention_scale_options_hold_the_three_named_factors():
@@ -289,13 +309,19 @@ def test_attention_explorer_bad_input():
         tw.attention_explorer([1, 2])
     with pytest.raises(ValueError, match=r"received 2 rows for 3 tokens\."):
         tw.attention_explorer("a b c", embeddings=torch.randn(2, 8))
-    with pytest.raises(ValueError, match=r"inputs of width 8 like the embeddings, but its q_proj takes 6\."):
+    with pytest.raises(
+        ValueError, match=r"inputs of width 8 like the embeddings, but its q_proj takes 6\."
+    ):
         tw.attention_explorer("a b c", embeddings=torch.randn(3, 8), attention=SelfAttention(6))
     with pytest.raises(TypeError, match=r"attention must have q_proj, k_proj and v_proj"):
         tw.attention_explorer(attention=torch.nn.Linear(16, 16))
-    with pytest.raises(ValueError, match=r"d_model must be a positive integer, but received d_model=0\."):
+    with pytest.raises(
+        ValueError, match=r"d_model must be a positive integer, but received d_model=0\."
+    ):
         tw.attention_explorer(d_model=0)
-    with pytest.raises(ValueError, match=r"embeddings must have 2 dimensions, but received shape \(3,\)\."):
+    with pytest.raises(
+        ValueError, match=r"embeddings must have 2 dimensions, but received shape \(3,\)\."
+    ):
         tw.attention_explorer("a b c", embeddings=torch.randn(3))
 
 
@@ -304,11 +330,15 @@ def _torch_mha_weights(mha, x):
     C, H = mha.d_model, mha.n_heads
     ref = torch.nn.MultiheadAttention(C, H, bias=True, batch_first=True)
     with torch.no_grad():
-        ref.in_proj_weight.copy_(torch.cat([mha.q_proj.weight, mha.k_proj.weight, mha.v_proj.weight]))
+        ref.in_proj_weight.copy_(
+            torch.cat([mha.q_proj.weight, mha.k_proj.weight, mha.v_proj.weight])
+        )
         ref.in_proj_bias.copy_(torch.cat([mha.q_proj.bias, mha.k_proj.bias, mha.v_proj.bias]))
         ref.out_proj.weight.copy_(mha.out_proj.weight)
         ref.out_proj.bias.copy_(mha.out_proj.bias)
-        out, w = ref(x, x, x, need_weights=True, average_attn_weights=False)  # (1, T, C), (1, H, T, S)
+        out, w = ref(
+            x, x, x, need_weights=True, average_attn_weights=False
+        )  # (1, T, C), (1, H, T, S)
     return out[0], w[0]
 
 
@@ -329,7 +359,9 @@ def test_heads_sliders_change_the_picture_and_the_head_index_follows_h():
     ex = tw.heads_explorer(n_heads=16)
     ex.controls["head"].value = 15
     changes_picture(ex, "head", 3)
-    np.testing.assert_allclose(ex.figure.axes[0].images[0].get_array(), ex.state()["weights"][3], rtol=1e-6)
+    np.testing.assert_allclose(
+        ex.figure.axes[0].images[0].get_array(), ex.state()["weights"][3], rtol=1e-6
+    )
     ex.controls["head"].value = 15
     changes_picture(ex, "n_heads", 4)
     assert ex.controls["head"].max == 3 and ex.state()["head"] == 3  # clamped, and what is shown
@@ -337,7 +369,10 @@ def test_heads_sliders_change_the_picture_and_the_head_index_follows_h():
 
 
 def test_heads_explorer_bad_input():
-    with pytest.raises(ValueError, match=r"n_heads must divide the width C=16 \(one of \[1, 2, 4, 8, 16\]\), but received n_heads=3\."):
+    with pytest.raises(
+        ValueError,
+        match=r"n_heads must divide the width C=16 \(one of \[1, 2, 4, 8, 16\]\), but received n_heads=3\.",
+    ):
         tw.heads_explorer(n_heads=3)
 
 
@@ -372,9 +407,13 @@ def test_positional_similarity_depends_on_offset_and_hands_are_the_encoding():
     np.testing.assert_allclose(st["similarity"], pe @ pe[10] / 8, atol=1e-5)
     ex.controls["position"].value = 20
     shifted = ex.state()["similarity"]
-    np.testing.assert_allclose(shifted[20:], st["similarity"][10:54], atol=1e-5)  # same curve, moved by 10
+    np.testing.assert_allclose(
+        shifted[20:], st["similarity"][10:54], atol=1e-5
+    )  # same curve, moved by 10
     hands, pairs = ex.state()["hands"], ex.state()["pairs"]
-    np.testing.assert_allclose(hands, np.stack([pe[20, 2 * pairs], pe[20, 2 * pairs + 1]], 1), atol=1e-5)
+    np.testing.assert_allclose(
+        hands, np.stack([pe[20, 2 * pairs], pe[20, 2 * pairs + 1]], 1), atol=1e-5
+    )
     np.testing.assert_allclose((hands**2).sum(1), 1.0, atol=1e-5)  # each hand is on the unit circle
 
 
@@ -389,15 +428,25 @@ def test_positional_sliders_change_the_picture():
 
 
 def test_positional_explorer_bad_input():
-    with pytest.raises(ValueError, match=r"d_model must be an even integer from 2 to 256, but received d_model=7\."):
+    with pytest.raises(
+        ValueError, match=r"d_model must be an even integer from 2 to 256, but received d_model=7\."
+    ):
         tw.positional_explorer(d_model=7)
-    with pytest.raises(ValueError, match=r"base must lie between 10 and 100000, but received base=1\."):
+    with pytest.raises(
+        ValueError, match=r"base must lie between 10 and 100000, but received base=1\."
+    ):
         tw.positional_explorer(base=1)
-    with pytest.raises(ValueError, match=r"position must lie in 0\.\.63, but received position=64\."):
+    with pytest.raises(
+        ValueError, match=r"position must lie in 0\.\.63, but received position=64\."
+    ):
         tw.positional_explorer(position=64)
-    with pytest.raises(ValueError, match=r"n_positions must lie between 2 and 512, but received n_positions=1000\."):
+    with pytest.raises(
+        ValueError, match=r"n_positions must lie between 2 and 512, but received n_positions=1000\."
+    ):
         tw.positional_explorer(n_positions=1000)
-    with pytest.raises(ValueError, match=r"n_positions must be a positive integer, but received n_positions=0\."):
+    with pytest.raises(
+        ValueError, match=r"n_positions must be a positive integer, but received n_positions=0\."
+    ):
         tw.positional_explorer(n_positions=0)
 
 
@@ -422,7 +471,9 @@ def test_masks_and_weights_match_an_independent_construction_and_fused_attention
         assert torch.all(w.sum(-1)[~visible] == 0)
         q, k, v = (torch.from_numpy(st[n]) for n in ("q", "k", "v"))
         ref_out = F.scaled_dot_product_attention(q, k, v, attn_mask=ref_mask)  # NaN on empty rows
-        torch.testing.assert_close(torch.from_numpy(st["output"])[visible], ref_out[visible], rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(
+            torch.from_numpy(st["output"])[visible], ref_out[visible], rtol=1e-5, atol=1e-5
+        )
 
 
 def test_mask_controls_change_the_picture():
@@ -435,11 +486,17 @@ def test_mask_controls_change_the_picture():
 
 
 def test_mask_explorer_bad_input():
-    with pytest.raises(ValueError, match=r"lengths must be two lengths in 0\.\.seq_len=8, but received \(9, 2\)\."):
+    with pytest.raises(
+        ValueError, match=r"lengths must be two lengths in 0\.\.seq_len=8, but received \(9, 2\)\."
+    ):
         tw.mask_explorer(lengths=(9, 2))
-    with pytest.raises(ValueError, match=r"seq_len must lie between 2 and 16, but received seq_len=40\."):
+    with pytest.raises(
+        ValueError, match=r"seq_len must lie between 2 and 16, but received seq_len=40\."
+    ):
         tw.mask_explorer(seq_len=40)
-    with pytest.raises(ValueError, match=r"d_head must be a positive integer, but received d_head=-1\."):
+    with pytest.raises(
+        ValueError, match=r"d_head must be a positive integer, but received d_head=-1\."
+    ):
         tw.mask_explorer(d_head=-1)
 
 
@@ -448,7 +505,11 @@ def test_mask_explorer_bad_input():
 
 def _hf_filtered(logits, tau, top_k, top_p):
     """Hugging Face's warpers, in generate()'s order: temperature, top-k, top-p."""
-    from transformers.generation.logits_process import TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
+    from transformers.generation.logits_process import (
+        TemperatureLogitsWarper,
+        TopKLogitsWarper,
+        TopPLogitsWarper,
+    )
 
     scores = TemperatureLogitsWarper(tau)(None, logits[None].clone())
     if top_k:
@@ -466,7 +527,9 @@ def test_sampling_matches_huggingface_warpers():
         st = ex.state()
         ref = _hf_filtered(logits, st["temperature"], k, p)
         np.testing.assert_array_equal(st["kept"], torch.isfinite(ref).numpy())
-        np.testing.assert_allclose(st["final"], torch.softmax(ref, -1).numpy(), rtol=1e-5, atol=1e-7)
+        np.testing.assert_allclose(
+            st["final"], torch.softmax(ref, -1).numpy(), rtol=1e-5, atol=1e-7
+        )
         heights = [bar.get_height() for bar in ex.view.fast if hasattr(bar, "get_height")]
         np.testing.assert_allclose(heights, st["final"], rtol=1e-5, atol=1e-7)
 
@@ -493,7 +556,9 @@ def test_sampling_sliders_change_the_picture():
 
 
 def test_sampling_explorer_bad_input():
-    with pytest.raises(ValueError, match=r"logits must hold 2 to 40 values \(one per bar\), but received 100\."):
+    with pytest.raises(
+        ValueError, match=r"logits must hold 2 to 40 values \(one per bar\), but received 100\."
+    ):
         tw.sampling_explorer(torch.zeros(100))
     with pytest.raises(ValueError, match=r"received 2 tokens for 3 logits\."):
         tw.sampling_explorer([1.0, 2.0, 3.0], tokens=["a", "b"])

@@ -64,7 +64,9 @@ def check_mask(mask: object, scores_shape: torch.Size | tuple[int, ...]) -> None
 def check_divisible(d_model: int, n_heads: int) -> None:
     """Raise unless the model width splits evenly into heads."""
     if n_heads <= 0 or d_model <= 0:
-        raise ValueError(f"d_model and n_heads must be positive, but received d_model={d_model}, n_heads={n_heads}.")
+        raise ValueError(
+            f"d_model and n_heads must be positive, but received d_model={d_model}, n_heads={n_heads}."
+        )
     if d_model % n_heads != 0:
         raise ValueError(
             f"d_model must be divisible by n_heads so every head gets d_model / n_heads features, "

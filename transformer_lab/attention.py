@@ -98,7 +98,9 @@ class SelfAttention(nn.Module):
         super().__init__()
         d_head = d_model if d_head is None else d_head
         if d_model <= 0 or d_head <= 0:
-            raise ValueError(f"d_model and d_head must be positive, got d_model={d_model}, d_head={d_head}.")
+            raise ValueError(
+                f"d_model and d_head must be positive, got d_model={d_model}, d_head={d_head}."
+            )
         self.d_model, self.d_head = d_model, d_head
         self.q_proj = nn.Linear(d_model, d_head, bias=bias)  # W_q: (C, D)
         self.k_proj = nn.Linear(d_model, d_head, bias=bias)  # W_k: (C, D)

@@ -64,7 +64,9 @@ class LayerNorm(nn.Module):
             instead of the written-out :func:`layer_norm`. The models turn it on for speed.
     """
 
-    def __init__(self, d_model: int, eps: float = 1e-5, bias: bool = True, fused: bool = False) -> None:
+    def __init__(
+        self, d_model: int, eps: float = 1e-5, bias: bool = True, fused: bool = False
+    ) -> None:
         super().__init__()
         self.d_model, self.eps, self.fused = d_model, eps, fused
         self.weight = nn.Parameter(torch.ones(d_model))
@@ -89,7 +91,12 @@ class FeedForward(nn.Module):
     """
 
     def __init__(
-        self, d_model: int, d_ff: int, activation: str = "gelu", dropout: float = 0.0, bias: bool = True
+        self,
+        d_model: int,
+        d_ff: int,
+        activation: str = "gelu",
+        dropout: float = 0.0,
+        bias: bool = True,
     ) -> None:
         super().__init__()
         if activation not in ACTIVATIONS:
@@ -136,7 +143,9 @@ class EncoderBlock(nn.Module):
     ) -> None:
         super().__init__()
         self.norm_first = norm_first
-        self.self_attn = MultiHeadAttention(d_model, n_heads, bias=bias, dropout=dropout, fused=fused)
+        self.self_attn = MultiHeadAttention(
+            d_model, n_heads, bias=bias, dropout=dropout, fused=fused
+        )
         self.ffn = FeedForward(d_model, d_ff, activation, dropout, bias)
         self.norm1 = LayerNorm(d_model, eps, bias, fused)
         self.norm2 = LayerNorm(d_model, eps, bias, fused)
@@ -180,11 +189,15 @@ class DecoderBlock(nn.Module):
     ) -> None:
         super().__init__()
         self.norm_first = norm_first
-        self.self_attn = MultiHeadAttention(d_model, n_heads, bias=bias, dropout=dropout, fused=fused)
+        self.self_attn = MultiHeadAttention(
+            d_model, n_heads, bias=bias, dropout=dropout, fused=fused
+        )
         self.norm1 = LayerNorm(d_model, eps, bias, fused)
         self.dropout1 = nn.Dropout(dropout)
         if cross_attention:
-            self.cross_attn = MultiHeadAttention(d_model, n_heads, bias=bias, dropout=dropout, fused=fused)
+            self.cross_attn = MultiHeadAttention(
+                d_model, n_heads, bias=bias, dropout=dropout, fused=fused
+            )
             self.norm2 = LayerNorm(d_model, eps, bias, fused)
             self.dropout2 = nn.Dropout(dropout)
         else:
@@ -218,8 +231,14 @@ class DecoderBlock(nn.Module):
             (B, T, C), or ``(x, weights)`` with ``need_weights``.
         """
         if (self.cross_attn is None) != (memory is None):
-            expected = "no memory (it has no cross-attention)" if self.cross_attn is None else "an encoder memory"
-            raise ValueError(f"this DecoderBlock expects {expected}, but received memory={None if memory is None else tuple(memory.shape)}.")
+            expected = (
+                "no memory (it has no cross-attention)"
+                if self.cross_attn is None
+                else "an encoder memory"
+            )
+            raise ValueError(
+                f"this DecoderBlock expects {expected}, but received memory={None if memory is None else tuple(memory.shape)}."
+            )
         weights: dict[str, Tensor | None] = {"self": None, "cross": None}
 
         def self_block(h: Tensor) -> Tensor:
@@ -229,7 +248,9 @@ class DecoderBlock(nn.Module):
             return self.dropout1(a)
 
         def cross_block(h: Tensor) -> Tensor:
-            a, weights["cross"] = self.cross_attn(h, memory, mask=memory_mask, need_weights=need_weights)
+            a, weights["cross"] = self.cross_attn(
+                h, memory, mask=memory_mask, need_weights=need_weights
+            )
             return self.dropout2(a)
 
         def ff_block(h: Tensor) -> Tensor:

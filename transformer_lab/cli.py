@@ -64,13 +64,19 @@ def _cmd_release(args) -> int:
         for d in result.differences:
             print(f"stale: {d}")
         if result.differences:
-            print("tlab release --check: the release directory is NOT what nbgrader generates; run `tlab release`.")
+            print(
+                "tlab release --check: the release directory is NOT what nbgrader generates; run `tlab release`."
+            )
             return 1
-        print(f"tlab release --check: {len(result.assignments)} assignment(s) match the release exactly.")
+        print(
+            f"tlab release --check: {len(result.assignments)} assignment(s) match the release exactly."
+        )
         return 0
     for name in result.removed:
         print(f"removed stale release folder: {name}")
-    print(f"tlab release: released {len(result.assignments)} assignment(s): {', '.join(result.assignments) or '-'}")
+    print(
+        f"tlab release: released {len(result.assignments)} assignment(s): {', '.join(result.assignments) or '-'}"
+    )
     return 0
 
 
@@ -94,26 +100,47 @@ def _cmd_grade(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="tlab", description="Author, release and grade the transformer-lab course.")
-    parser.add_argument("--root", help="course directory (default: nearest folder with nbgrader_config.py)")
+    parser = argparse.ArgumentParser(
+        prog="tlab", description="Author, release and grade the transformer-lab course."
+    )
+    parser.add_argument(
+        "--root", help="course directory (default: nearest folder with nbgrader_config.py)"
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("author", help="turn cell tags into nbgrader metadata, strip outputs, validate")
+    p = sub.add_parser(
+        "author", help="turn cell tags into nbgrader metadata, strip outputs, validate"
+    )
     p.add_argument("paths", nargs="*", help="notebooks or folders (default: the source directory)")
-    p.add_argument("--check", action="store_true", help="only report; exit 1 if anything is not normalised")
+    p.add_argument(
+        "--check", action="store_true", help="only report; exit 1 if anything is not normalised"
+    )
     p.set_defaults(func=_cmd_author)
 
     p = sub.add_parser("release", help="regenerate the student notebooks from the solutions")
     p.add_argument("assignments", nargs="*", help="only these assignments (default: all)")
-    p.add_argument("--check", action="store_true", help="verify the release directory instead of writing it")
+    p.add_argument(
+        "--check", action="store_true", help="verify the release directory instead of writing it"
+    )
     p.set_defaults(func=_cmd_release)
 
-    p = sub.add_parser("grade", help="autograde, write feedback and export grades for one assignment")
+    p = sub.add_parser(
+        "grade", help="autograde, write feedback and export grades for one assignment"
+    )
     p.add_argument("assignment")
     p.add_argument("--student", action="append", help="grade only this student (repeatable)")
-    p.add_argument("--force", action="store_true", help="regrade submissions that were graded already")
-    p.add_argument("--timeout", type=int, default=None, help="per-cell timeout in seconds (default: config)")
-    p.add_argument("--budget", type=float, default=None, help="seconds per submission before cells get a short timeout")
+    p.add_argument(
+        "--force", action="store_true", help="regrade submissions that were graded already"
+    )
+    p.add_argument(
+        "--timeout", type=int, default=None, help="per-cell timeout in seconds (default: config)"
+    )
+    p.add_argument(
+        "--budget",
+        type=float,
+        default=None,
+        help="seconds per submission before cells get a short timeout",
+    )
     p.add_argument("--no-feedback", action="store_true", help="skip the HTML feedback")
     p.add_argument("--no-export", action="store_true", help="skip nbgrader's CSV export")
     p.add_argument("--quiet", action="store_true", help="no progress bar")

@@ -124,14 +124,18 @@ class MultiHeadAttention(nn.Module):
         check_tensor("query", query, dims=3, last_dim=self.d_model, last_dim_name="d_model")
         source = query if key_value is None else key_value
         if key_value is not None:
-            check_tensor("key_value", key_value, dims=3, last_dim=self.kv_dim, last_dim_name="kv_dim")
+            check_tensor(
+                "key_value", key_value, dims=3, last_dim=self.kv_dim, last_dim_name="kv_dim"
+            )
             if key_value.shape[0] != query.shape[0]:
                 raise ValueError(
                     f"query and key_value must have the same batch size, but received "
                     f"{query.shape[0]} and {key_value.shape[0]}."
                 )
         if self.fused and key_value is None:
-            q, k, v = (split_heads(t, self.n_heads) for t in self._project_qkv(query))  # (B, H, T, D) each
+            q, k, v = (
+                split_heads(t, self.n_heads) for t in self._project_qkv(query)
+            )  # (B, H, T, D) each
         else:
             q = split_heads(self.q_proj(query), self.n_heads)  # (B, H, T, D)
             k = split_heads(self.k_proj(source), self.n_heads)  # (B, H, S, D)
@@ -143,10 +147,14 @@ class MultiHeadAttention(nn.Module):
             check_mask(mask, scores_shape)
         p = self.dropout if self.training else 0.0
         if self.fused and not need_weights and is_causal and q.shape[2] == k.shape[2]:
-            out = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True)  # (B, H, T, D)
+            out = F.scaled_dot_product_attention(
+                q, k, v, dropout_p=p, is_causal=True
+            )  # (B, H, T, D)
             weights = None
         elif self.fused and not need_weights:
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)  # (B, H, T, D)
+            out = F.scaled_dot_product_attention(
+                q, k, v, attn_mask=mask, dropout_p=p
+            )  # (B, H, T, D)
             if mask is not None:
                 # Fully masked rows: some kernels give NaN there; ours gives zeros, so force them.
                 out = out.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)

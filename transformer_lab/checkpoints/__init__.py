@@ -72,7 +72,9 @@ def load_pretrained(name: str) -> tuple[nn.Module, dict[str, Any]]:
         extras["tokenizer"] = CharTokenizer(extras["vocab"])
     else:
         config = dict(ckpt["config"])
-        if isinstance(config.get("image_size"), list):  # a (height, width) pair comes back as a list
+        if isinstance(
+            config.get("image_size"), list
+        ):  # a (height, width) pair comes back as a list
             config["image_size"] = tuple(config["image_size"])
         model = ViT(ViTConfig(**config))
     model.load_state_dict(ckpt["model"])

@@ -108,7 +108,15 @@ def verify_integrity() -> None:
 
 # Snapshot what the checks trust, then make every checks module read-only.
 _integrity.take_snapshot()
-for _module in (_core, _attention_checks, _heads_checks, _masks_checks, _positional_checks, _blocks_checks, _integrity):
+for _module in (
+    _core,
+    _attention_checks,
+    _heads_checks,
+    _masks_checks,
+    _positional_checks,
+    _blocks_checks,
+    _integrity,
+):
     _integrity.seal(_module.__name__)
 del _module
 _integrity.seal(__name__)

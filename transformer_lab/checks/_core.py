@@ -100,7 +100,9 @@ class Runner:
         hidden: bool = False,
         error_hint: Callable[[BaseException, Case], str] | None = None,
     ) -> None:
-        __tracebackhide__ = True  # IPython hides this frame: students see their cell and the message
+        __tracebackhide__ = (
+            True  # IPython hides this frame: students see their cell and the message
+        )
         self.name = check_name
         self.fn = student_fn
         self.forbidden = list(forbidden)
@@ -116,7 +118,9 @@ class Runner:
 
     # -- messages -----------------------------------------------------------------------
     def fail(self, message: str, case: Case | None = None) -> NoReturn:
-        __tracebackhide__ = True  # IPython hides this frame: students see their cell and the message
+        __tracebackhide__ = (
+            True  # IPython hides this frame: students see their cell and the message
+        )
         where = ""
         if case is not None:
             where = f" [case '{case.name}'" + (f": {case.describe}" if case.describe else "") + "]"
@@ -129,7 +133,9 @@ class Runner:
     # -- calling the student --------------------------------------------------------------
     def call(self, case: Case) -> Any:
         """Call the student's function on ``case`` with the references disabled."""
-        __tracebackhide__ = True  # IPython hides this frame: students see their cell and the message
+        __tracebackhide__ = (
+            True  # IPython hides this frame: students see their cell and the message
+        )
         self.n_cases += 1
         args, kwargs = _clone(case.args), _clone(case.kwargs)
         before_args, before_kwargs = _clone(args), _clone(kwargs)
@@ -158,7 +164,10 @@ class Runner:
         if error is not None:
             hint = self.error_hint(error, case) if self.error_hint else ""
             text = str(error).strip().splitlines()[0] if str(error).strip() else ""
-            self.fail(f"your function raised {type(error).__name__}: {text}{(' — ' + hint) if hint else ''}", case)
+            self.fail(
+                f"your function raised {type(error).__name__}: {text}{(' — ' + hint) if hint else ''}",
+                case,
+            )
         for i, (now, then) in enumerate(zip(args, before_args)):
             if not _same_value(now, then):
                 self.fail(
@@ -168,7 +177,10 @@ class Runner:
                 )
         for key in kwargs:
             if not _same_value(kwargs[key], before_kwargs[key]):
-                self.fail(f"your function changed its input `{key}` in place; compute on new tensors instead.", case)
+                self.fail(
+                    f"your function changed its input `{key}` in place; compute on new tensors instead.",
+                    case,
+                )
         return out
 
     # -- checking the output --------------------------------------------------------------
@@ -182,7 +194,9 @@ class Runner:
         shape_hint: Callable[[tuple], str | None] | None = None,
     ) -> Tensor:
         """Fail with a clear message unless ``value`` is a tensor of the given shape and dtype."""
-        __tracebackhide__ = True  # IPython hides this frame: students see their cell and the message
+        __tracebackhide__ = (
+            True  # IPython hides this frame: students see their cell and the message
+        )
         if value is None:
             self.fail(f"your function returned None for the {what}: did you forget `return`?", case)
         if not TRUSTED.is_tensor(value):
@@ -190,7 +204,10 @@ class Runner:
             extra = " (convert with torch.as_tensor)" if kind == "ndarray" else ""
             if isinstance(value, (tuple, list)):
                 extra = f" of length {len(value)}"
-            self.fail(f"the {what} must be a torch.Tensor, but your function returned a {kind}{extra}.", case)
+            self.fail(
+                f"the {what} must be a torch.Tensor, but your function returned a {kind}{extra}.",
+                case,
+            )
         shape = tuple(shape)
         if tuple(value.shape) != shape:
             hint = shape_hint(tuple(value.shape)) if shape_hint else None
@@ -204,7 +221,10 @@ class Runner:
                 tip = "return a boolean tensor (compare, e.g. `idx[:, None] >= idx[None, :]`, or call `.bool()`)"
             else:
                 tip = f"keep the dtype {dtype} (avoid mixing in float64 tensors, or call `.to({dtype})`)"
-            self.fail(f"the {what} should have dtype {dtype}, but yours has dtype {value.dtype}: {tip}.", case)
+            self.fail(
+                f"the {what} should have dtype {dtype}, but yours has dtype {value.dtype}: {tip}.",
+                case,
+            )
         return value.detach()
 
     def close(self, actual: Tensor, expected: Tensor, atol: float, rtol: float) -> bool:

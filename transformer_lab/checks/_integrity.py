@@ -102,11 +102,17 @@ def _entries(label: str, owner: object) -> Iterator[tuple[str, object, str, obje
     for name, obj in list(vars(owner).items()):
         if name.startswith("__") and not is_class:
             continue
-        if isinstance(obj, types.ModuleType) or not (callable(obj) or isinstance(obj, (staticmethod, classmethod))):
+        if isinstance(obj, types.ModuleType) or not (
+            callable(obj) or isinstance(obj, (staticmethod, classmethod))
+        ):
             continue
         yield label, owner, name, obj, getattr(obj, "__code__", None)
         # Methods of the package's own classes (e.g. MultiHeadAttention.forward).
-        if package_module and isinstance(obj, type) and obj.__module__ == getattr(owner, "__name__", None):
+        if (
+            package_module
+            and isinstance(obj, type)
+            and obj.__module__ == getattr(owner, "__name__", None)
+        ):
             for mname, meth in vars(obj).items():
                 code = getattr(meth, "__code__", None)
                 if code is not None:
@@ -182,7 +188,9 @@ def tampered() -> list[str]:
         for name, obj in namespace_then.items():
             if namespace.get(name, _MISSING) is not obj:
                 bad.append(f"{modname}.{name}")
-            elif (modname, name) in _SEALED_CODES and obj.__code__ is not _SEALED_CODES[(modname, name)]:
+            elif (modname, name) in _SEALED_CODES and obj.__code__ is not _SEALED_CODES[
+                (modname, name)
+            ]:
                 bad.append(f"{modname}.{name}.__code__")
     return bad
 
@@ -196,7 +204,9 @@ def verify(check_name: str) -> None:
     __tracebackhide__ = True  # IPython hides this frame: students see their cell and the message
     bad = tampered()
     if bad:
-        shown = ", ".join(f"`{b}`" for b in bad[:5]) + (f" and {len(bad) - 5} more" if len(bad) > 5 else "")
+        shown = ", ".join(f"`{b}`" for b in bad[:5]) + (
+            f" and {len(bad) - 5} more" if len(bad) > 5 else ""
+        )
         raise AssertionError(
             f"{check_name}: grading integrity: {shown} changed after transformer_lab.checks was imported. "
             f"The checks refuse to run with replaced comparison or reference functions; remove the code "
@@ -234,7 +244,9 @@ def _is_torch_builtin(fn: object) -> bool:
 
 
 def _blocker_code(victim: types.FunctionType):
-    def _disabled(*args, _tlab_refuse=None, **kwargs):  # the victim runs this; the refusal comes in via __kwdefaults__
+    def _disabled(
+        *args, _tlab_refuse=None, **kwargs
+    ):  # the victim runs this; the refusal comes in via __kwdefaults__
         _tlab_refuse()
 
     names = {"co_name": victim.__name__}
@@ -259,7 +271,9 @@ def forbid(items: Iterable[Forbidden]) -> Iterator[list[str]]:
     def refuse(label: str):
         def _raise() -> None:
             calls.append(label)
-            raise ReferenceUsed(f"{label} is disabled while your function is being checked: implement it yourself.")
+            raise ReferenceUsed(
+                f"{label} is disabled while your function is being checked: implement it yourself."
+            )
 
         return _raise
 
@@ -272,7 +286,9 @@ def forbid(items: Iterable[Forbidden]) -> Iterator[list[str]]:
         if fn is None:
             continue
         code_labels[fn.__code__] = item.label
-        if not fn.__code__.co_freevars:  # a function with a closure keeps its code; the hook still sees it
+        if (
+            not fn.__code__.co_freevars
+        ):  # a function with a closure keeps its code; the hook still sees it
             blocker = _blocker_code(fn)
             code_labels[blocker] = item.label
             swaps.append((fn, fn.__code__, blocker, fn.__defaults__, fn.__kwdefaults__, item.label))
@@ -317,7 +333,9 @@ class _SealedModule(types.ModuleType):
 
     def __setattr__(self, name: str, value) -> None:
         registry = _SEALED.get(object.__getattribute__(self, "__name__"))
-        if registry is not None and (name in registry or (not name.startswith("__") and name in self.__dict__)):
+        if registry is not None and (
+            name in registry or (not name.startswith("__") and name in self.__dict__)
+        ):
             raise AttributeError(
                 f"{self.__name__} is read-only: notebook code cannot replace {name!r} "
                 f"(the graded tests always use the original checks)."
@@ -327,7 +345,9 @@ class _SealedModule(types.ModuleType):
     def __delattr__(self, name: str) -> None:
         registry = _SEALED.get(object.__getattribute__(self, "__name__"))
         if registry is not None and (name in registry or not name.startswith("__")):
-            raise AttributeError(f"{self.__name__} is read-only: notebook code cannot delete {name!r}.")
+            raise AttributeError(
+                f"{self.__name__} is read-only: notebook code cannot delete {name!r}."
+            )
         super().__delattr__(name)
 
 
@@ -340,7 +360,9 @@ def seal(module_name: str) -> None:
         if not name.startswith("_") and (callable(obj) or isinstance(obj, types.ModuleType))
     }
     _SEALED[module_name] = registry
-    _SEALED_NAMESPACES[module_name] = {k: v for k, v in vars(module).items() if not k.startswith("__")}
+    _SEALED_NAMESPACES[module_name] = {
+        k: v for k, v in vars(module).items() if not k.startswith("__")
+    }
     for name, obj in _SEALED_NAMESPACES[module_name].items():
         code = getattr(obj, "__code__", None)
         if code is not None and getattr(obj, "__module__", None) == module_name:

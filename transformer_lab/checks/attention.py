@@ -49,9 +49,14 @@ def _softmax_forbidden() -> list[Forbidden]:
 
 def _attention_forbidden() -> list[Forbidden]:
     return [
-        Forbidden("transformer_lab's reference scaled_dot_product_attention", function=_ref.scaled_dot_product_attention),
+        Forbidden(
+            "transformer_lab's reference scaled_dot_product_attention",
+            function=_ref.scaled_dot_product_attention,
+        ),
         Forbidden("transformer_lab's SelfAttention", function=_ref.SelfAttention.forward),
-        Forbidden("transformer_lab's MultiHeadAttention", function=_heads.MultiHeadAttention.forward),
+        Forbidden(
+            "transformer_lab's MultiHeadAttention", function=_heads.MultiHeadAttention.forward
+        ),
         Forbidden(
             "PyTorch's built-in attention (F.scaled_dot_product_attention, nn.MultiheadAttention)",
             codes={F.multi_head_attention_forward.__code__, nn.MultiheadAttention.forward.__code__},
@@ -134,7 +139,10 @@ def _softmax_mistakes(x: Tensor, dim: int) -> list[Mistake]:
         Mistake(
             "the sum is taken without keepdim=True, so it broadcasts along the wrong dimension; "
             "use .sum(dim=dim, keepdim=True)",
-            lambda: torch.exp(x - x.amax(dim, keepdim=True)) / torch.exp(x - x.amax(dim, keepdim=True)).sum(dim=dim),
+            lambda: (
+                torch.exp(x - x.amax(dim, keepdim=True))
+                / torch.exp(x - x.amax(dim, keepdim=True)).sum(dim=dim)
+            ),
         ),
     ]
     return out
@@ -186,7 +194,9 @@ def _attention_cases(hidden: bool) -> list[Case]:
         return torch.randn(*shape, generator=g) * scale
 
     def pad(lengths: list[int], S: int) -> Tensor:
-        return (torch.arange(S)[None, :] < torch.tensor(lengths)[:, None])[:, None, None, :]  # (B, 1, 1, S)
+        return (torch.arange(S)[None, :] < torch.tensor(lengths)[:, None])[
+            :, None, None, :
+        ]  # (B, 1, 1, S)
 
     def causal(T: int) -> Tensor:
         return torch.ones(T, T, dtype=torch.bool).tril()  # (T, T)
@@ -204,8 +214,20 @@ def _attention_cases(hidden: bool) -> list[Case]:
         specs += [
             ("one query (T = 1)", r(2, 1, 8), r(2, 7, 8), r(2, 7, 2), None),
             ("causal mask with heads", r(1, 3, 6, 4), r(1, 3, 6, 4), r(1, 3, 6, 5), causal(6)),
-            ("padding mask, large width", r(3, 2, 4, 32), r(3, 2, 6, 32), r(3, 2, 6, 3), pad([6, 1, 4], 6)),
-            ("causal and padding mask", r(2, 2, 5, 4), r(2, 2, 5, 4), r(2, 2, 5, 4), causal(5) & pad([5, 3], 5)),
+            (
+                "padding mask, large width",
+                r(3, 2, 4, 32),
+                r(3, 2, 6, 32),
+                r(3, 2, 6, 3),
+                pad([6, 1, 4], 6),
+            ),
+            (
+                "causal and padding mask",
+                r(2, 2, 5, 4),
+                r(2, 2, 5, 4),
+                r(2, 2, 5, 4),
+                causal(5) & pad([5, 3], 5),
+            ),
         ]
     cases = []
     for name, q, k, v, mask in specs:
@@ -217,13 +239,25 @@ def _attention_cases(hidden: bool) -> list[Case]:
     return cases
 
 
-def _attend(q, k, v, mask=None, *, scale="sqrt", mask_mode="before", keys="mT", softmax_dim=-1, order="qk"):
+def _attend(
+    q, k, v, mask=None, *, scale="sqrt", mask_mode="before", keys="mT", softmax_dim=-1, order="qk"
+):
     """Attention with exactly one deliberate mistake switched on (for diagnosis)."""
-    kt = {"mT": lambda: k.transpose(-2, -1), "none": lambda: k, "T": lambda: k.permute(*reversed(range(k.dim()))),
-          "01": lambda: k.transpose(0, 1), "12": lambda: k.transpose(1, 2)}[keys]()
+    kt = {
+        "mT": lambda: k.transpose(-2, -1),
+        "none": lambda: k,
+        "T": lambda: k.permute(*reversed(range(k.dim()))),
+        "01": lambda: k.transpose(0, 1),
+        "12": lambda: k.transpose(1, 2),
+    }[keys]()
     scores = q @ kt if order == "qk" else k @ q.transpose(-2, -1)  # (..., T, S) or (..., S, T)
     d = q.shape[-1]
-    scores = {"sqrt": scores / math.sqrt(d), "none": scores, "d": scores / d, "times": scores * math.sqrt(d)}[scale]
+    scores = {
+        "sqrt": scores / math.sqrt(d),
+        "none": scores,
+        "d": scores / d,
+        "times": scores * math.sqrt(d),
+    }[scale]
     if mask is not None and mask_mode == "before":
         scores = scores.masked_fill(~mask, float("-inf"))
     elif mask is not None and mask_mode == "reversed":
@@ -237,24 +271,60 @@ def _attend(q, k, v, mask=None, *, scale="sqrt", mask_mode="before", keys="mT", 
 
 
 def _attention_mistakes(q, k, v, mask) -> list[Mistake]:
-    A = lambda **kw: (lambda: _attend(q, k, v, mask, **kw))  # noqa: E731
+    A = lambda **kw: lambda: _attend(q, k, v, mask, **kw)  # noqa: E731
     out = [
-        Mistake("the 1/sqrt(D) scaling is missing: divide the scores by sqrt(d_k) = sqrt(q.shape[-1]) before the softmax", A(scale="none")),
-        Mistake("the scores are divided by D instead of sqrt(D): the scaling is 1/sqrt(d_k)", A(scale="d")),
+        Mistake(
+            "the 1/sqrt(D) scaling is missing: divide the scores by sqrt(d_k) = sqrt(q.shape[-1]) before the softmax",
+            A(scale="none"),
+        ),
+        Mistake(
+            "the scores are divided by D instead of sqrt(D): the scaling is 1/sqrt(d_k)",
+            A(scale="d"),
+        ),
         Mistake("the scores are multiplied by sqrt(D) instead of divided by it", A(scale="times")),
-        Mistake("the softmax runs over the queries (dim=-2); each query's weights over the keys (dim=-1) must sum to 1", A(softmax_dim=-2)),
-        Mistake("the keys are not transposed: the scores are Q K^T, i.e. q @ k.transpose(-2, -1)", A(keys="none")),
-        Mistake("the keys are transposed over the wrong dimensions (k.T / k.transpose(0, 1) / k.transpose(1, 2) reorder batch or head dimensions); use k.transpose(-2, -1)", A(keys="T")),
-        Mistake("the keys are transposed over the wrong dimensions; use k.transpose(-2, -1), which swaps only the last two", A(keys="01")),
-        Mistake("the keys are transposed over the wrong dimensions; use k.transpose(-2, -1), which swaps only the last two", A(keys="12")),
-        Mistake("the scores are K Q^T (one row per key); use Q K^T so each row belongs to a query", A(order="kq")),
+        Mistake(
+            "the softmax runs over the queries (dim=-2); each query's weights over the keys (dim=-1) must sum to 1",
+            A(softmax_dim=-2),
+        ),
+        Mistake(
+            "the keys are not transposed: the scores are Q K^T, i.e. q @ k.transpose(-2, -1)",
+            A(keys="none"),
+        ),
+        Mistake(
+            "the keys are transposed over the wrong dimensions (k.T / k.transpose(0, 1) / k.transpose(1, 2) reorder batch or head dimensions); use k.transpose(-2, -1)",
+            A(keys="T"),
+        ),
+        Mistake(
+            "the keys are transposed over the wrong dimensions; use k.transpose(-2, -1), which swaps only the last two",
+            A(keys="01"),
+        ),
+        Mistake(
+            "the keys are transposed over the wrong dimensions; use k.transpose(-2, -1), which swaps only the last two",
+            A(keys="12"),
+        ),
+        Mistake(
+            "the scores are K Q^T (one row per key); use Q K^T so each row belongs to a query",
+            A(order="kq"),
+        ),
     ]
     if mask is not None:
         out += [
-            Mistake("the mask is applied after the softmax: masked keys get weight 0 but the rows no longer sum to 1. Set masked scores to -inf *before* the softmax", A(mask_mode="after")),
-            Mistake("the mask polarity is reversed: True means 'may attend', so fill the scores where the mask is False: scores.masked_fill(~mask, float('-inf'))", A(mask_mode="reversed")),
-            Mistake("masked scores are set to 0 instead of -inf: a score of 0 still gets weight exp(0) > 0; use float('-inf')", A(mask_mode="zero")),
-            Mistake("the mask is ignored: set the scores to -inf where mask is False before the softmax", A(mask_mode="none")),
+            Mistake(
+                "the mask is applied after the softmax: masked keys get weight 0 but the rows no longer sum to 1. Set masked scores to -inf *before* the softmax",
+                A(mask_mode="after"),
+            ),
+            Mistake(
+                "the mask polarity is reversed: True means 'may attend', so fill the scores where the mask is False: scores.masked_fill(~mask, float('-inf'))",
+                A(mask_mode="reversed"),
+            ),
+            Mistake(
+                "masked scores are set to 0 instead of -inf: a score of 0 still gets weight exp(0) > 0; use float('-inf')",
+                A(mask_mode="zero"),
+            ),
+            Mistake(
+                "the mask is ignored: set the scores to -inf where mask is False before the softmax",
+                A(mask_mode="none"),
+            ),
         ]
     return out
 
@@ -263,7 +333,9 @@ def _attention_error_hint(exc: BaseException, case: Case) -> str:
     text = str(exc)
     if "masked_fill" in text or "Boolean" in text or "bool" in text:
         return "the mask is a boolean tensor (True = may attend): scores.masked_fill(~mask, float('-inf'))"
-    if isinstance(exc, (RuntimeError, IndexError)) and any(w in text for w in ("size", "shape", "dimension", "multiplied", "range")):
+    if isinstance(exc, (RuntimeError, IndexError)) and any(
+        w in text for w in ("size", "shape", "dimension", "multiplied", "range")
+    ):
         return (
             "the scores are q @ k.transpose(-2, -1): transpose only the last two dimensions of k "
             "(k.T, k.transpose(0, 1) and k.transpose(1, 2) also move batch or head dimensions)"
@@ -277,7 +349,10 @@ def _split_output(run: Runner, value, case: Case, name: str = "(out, weights)"):
         return value[0], value[1]
     if value is None:
         run.fail(f"your function returned None: return the tuple {name}.", case)
-    run.fail(f"your function should return a tuple {name}, but it returned a {type(value).__name__}.", case)
+    run.fail(
+        f"your function should return a tuple {name}, but it returned a {type(value).__name__}.",
+        case,
+    )
 
 
 def check_scaled_dot_product_attention(scaled_dot_product_attention, hidden: bool = False) -> None:
@@ -287,7 +362,13 @@ def check_scaled_dot_product_attention(scaled_dot_product_attention, hidden: boo
     padding masks (True = may attend) and large scores.
     """
     __tracebackhide__ = True  # IPython hides this frame: students see their cell and the message
-    run = Runner("check_scaled_dot_product_attention", scaled_dot_product_attention, _attention_forbidden(), hidden, _attention_error_hint)
+    run = Runner(
+        "check_scaled_dot_product_attention",
+        scaled_dot_product_attention,
+        _attention_forbidden(),
+        hidden,
+        _attention_error_hint,
+    )
     for case in _attention_cases(hidden):
         q, k, v, mask = (case.data[n] for n in ("q", "k", "v", "mask"))
         exp_out, exp_w = case.data["expected"]
@@ -299,7 +380,14 @@ def check_scaled_dot_product_attention(scaled_dot_product_attention, hidden: boo
                 return "the rows are keys: the scores are Q K^T (queries x keys), not K Q^T"
             return None
 
-        weights = run.expect_tensor(weights, case, exp_w.shape, exp_w.dtype, what="attention weights", shape_hint=weights_hint)
+        weights = run.expect_tensor(
+            weights,
+            case,
+            exp_w.shape,
+            exp_w.dtype,
+            what="attention weights",
+            shape_hint=weights_hint,
+        )
         mistakes = _attention_mistakes(q, k, v, mask)
         if not run.close(weights, exp_w, ATOL, RTOL):
             message = run.diagnose(weights, mistakes, ATOL, RTOL, pick=lambda r: r[1])
@@ -310,8 +398,14 @@ def check_scaled_dot_product_attention(scaled_dot_product_attention, hidden: boo
                 )
             run.fail(message or run.mismatch(weights, exp_w, "attention weights"), case)
         out = run.expect_tensor(
-            out, case, exp_out.shape, exp_out.dtype, what="output",
-            shape_hint=lambda got: "the output is weights @ v, shape (..., T, Dv)" if got[-1] != v.shape[-1] else None,
+            out,
+            case,
+            exp_out.shape,
+            exp_out.dtype,
+            what="output",
+            shape_hint=lambda got: (
+                "the output is weights @ v, shape (..., T, Dv)" if got[-1] != v.shape[-1] else None
+            ),
         )
         if not run.close(out, exp_out, ATOL, RTOL):
             run.fail(
@@ -325,7 +419,11 @@ def check_scaled_dot_product_attention(scaled_dot_product_attention, hidden: boo
 # ---------------------------------------------------------------------------------------------
 # self-attention and cross-attention with explicit projection matrices (row vectors: Q = X W_q)
 def _projection_forbidden() -> list[Forbidden]:
-    return [f for f in _attention_forbidden() if "scaled_dot_product_attention" not in f.label or "PyTorch" in f.label]
+    return [
+        f
+        for f in _attention_forbidden()
+        if "scaled_dot_product_attention" not in f.label or "PyTorch" in f.label
+    ]
 
 
 def _optional_weights(run: Runner, value, case: Case):
@@ -333,7 +431,10 @@ def _optional_weights(run: Runner, value, case: Case):
     __tracebackhide__ = True  # IPython hides this frame: students see their cell and the message
     if isinstance(value, (tuple, list)):
         if len(value) != 2:
-            run.fail(f"return `out` or the tuple `(out, weights)`, but your function returned {len(value)} values.", case)
+            run.fail(
+                f"return `out` or the tuple `(out, weights)`, but your function returned {len(value)} values.",
+                case,
+            )
         return value[0], value[1]
     return value, None
 
@@ -341,9 +442,15 @@ def _optional_weights(run: Runner, value, case: Case):
 def _self_attention_cases(hidden: bool) -> list[Case]:
     g = generator(9303 if hidden else 303)
     r = lambda *s: torch.randn(*s, generator=g)  # noqa: E731
-    specs = [("one sequence (T, C)", r(5, 6), r(6, 4), r(6, 4), r(6, 5)), ("batched (B, T, C)", r(2, 5, 6), r(6, 4), r(6, 4), r(6, 3))]
+    specs = [
+        ("one sequence (T, C)", r(5, 6), r(6, 4), r(6, 4), r(6, 5)),
+        ("batched (B, T, C)", r(2, 5, 6), r(6, 4), r(6, 4), r(6, 3)),
+    ]
     if hidden:
-        specs += [("square projections", r(3, 4, 8), r(8, 8), r(8, 8), r(8, 8)), ("single token", r(2, 1, 4), r(4, 2), r(4, 2), r(4, 2))]
+        specs += [
+            ("square projections", r(3, 4, 8), r(8, 8), r(8, 8), r(8, 8)),
+            ("single token", r(2, 1, 4), r(4, 2), r(4, 2), r(4, 2)),
+        ]
     cases = []
     for name, x, wq, wk, wv in specs:
         case = Case(name, (x, wq, wk, wv), {}, describe_args(x=x, w_q=wq, w_k=wk, w_v=wv))
@@ -359,32 +466,65 @@ def check_self_attention(self_attention, hidden: bool = False) -> None:
     Row-vector convention: ``Q = x @ w_q`` with ``w_q`` of shape (C, D); scores scaled by sqrt(D).
     """
     __tracebackhide__ = True  # IPython hides this frame: students see their cell and the message
-    run = Runner("check_self_attention", self_attention, _projection_forbidden(), hidden,
-                 lambda e, c: "the projections are (C, D) matrices applied as x @ w (row vectors)" if isinstance(e, RuntimeError) else _signature_hint(e, "self_attention(x, w_q, w_k, w_v)"))
+    run = Runner(
+        "check_self_attention",
+        self_attention,
+        _projection_forbidden(),
+        hidden,
+        lambda e, c: (
+            "the projections are (C, D) matrices applied as x @ w (row vectors)"
+            if isinstance(e, RuntimeError)
+            else _signature_hint(e, "self_attention(x, w_q, w_k, w_v)")
+        ),
+    )
     for case in _self_attention_cases(hidden):
         x, wq, wk, wv = (case.data[n] for n in ("x", "wq", "wk", "wv"))
         exp_out, exp_w = case.data["expected"]
         out, weights = _optional_weights(run, run.call(case), case)
         C, D = wq.shape
         mistakes = [
-            Mistake("the 1/sqrt(D) scaling is missing", lambda: _attend(x @ wq, x @ wk, x @ wv, scale="none")),
-            Mistake(f"the scores are scaled by sqrt(C) = sqrt({C}) (the model width) instead of sqrt(D) = sqrt({D}) (the key width)",
-                    lambda: (torch.softmax((x @ wq) @ (x @ wk).transpose(-2, -1) / math.sqrt(C), -1) @ (x @ wv),)),
-            Mistake("queries and keys are swapped (scores K Q^T): Q = x @ w_q, K = x @ w_k, scores = Q K^T",
-                    lambda: _attend(x @ wk, x @ wq, x @ wv)),
-            Mistake("the projections are applied as x @ w.T: the course uses row vectors, Q = x @ w_q",
-                    lambda: _attend(x @ wq.T, x @ wk.T, x @ wv.T)),
-            Mistake("the values are not projected: use V = x @ w_v", lambda: _attend(x @ wq, x @ wk, x)),
+            Mistake(
+                "the 1/sqrt(D) scaling is missing",
+                lambda: _attend(x @ wq, x @ wk, x @ wv, scale="none"),
+            ),
+            Mistake(
+                f"the scores are scaled by sqrt(C) = sqrt({C}) (the model width) instead of sqrt(D) = sqrt({D}) (the key width)",
+                lambda: (
+                    torch.softmax((x @ wq) @ (x @ wk).transpose(-2, -1) / math.sqrt(C), -1)
+                    @ (x @ wv),
+                ),
+            ),
+            Mistake(
+                "queries and keys are swapped (scores K Q^T): Q = x @ w_q, K = x @ w_k, scores = Q K^T",
+                lambda: _attend(x @ wk, x @ wq, x @ wv),
+            ),
+            Mistake(
+                "the projections are applied as x @ w.T: the course uses row vectors, Q = x @ w_q",
+                lambda: _attend(x @ wq.T, x @ wk.T, x @ wv.T),
+            ),
+            Mistake(
+                "the values are not projected: use V = x @ w_v", lambda: _attend(x @ wq, x @ wk, x)
+            ),
         ]
         if weights is not None:
-            weights = run.expect_tensor(weights, case, exp_w.shape, exp_w.dtype, what="attention weights")
-        out = run.expect_tensor(out, case, exp_out.shape, exp_out.dtype,
-                                shape_hint=lambda got: "the output has the value width of w_v: (..., T, w_v.shape[1])")
+            weights = run.expect_tensor(
+                weights, case, exp_w.shape, exp_w.dtype, what="attention weights"
+            )
+        out = run.expect_tensor(
+            out,
+            case,
+            exp_out.shape,
+            exp_out.dtype,
+            shape_hint=lambda got: "the output has the value width of w_v: (..., T, w_v.shape[1])",
+        )
         if not run.close(out, exp_out, ATOL, RTOL):
             message = run.diagnose(out, mistakes, ATOL, RTOL, pick=lambda r: r[0])
             run.fail(message or run.mismatch(out, exp_out), case)
         if weights is not None and not run.close(weights, exp_w, ATOL, RTOL):
-            run.fail("the output is right but the returned attention weights are not the softmax of the scaled scores", case)
+            run.fail(
+                "the output is right but the returned attention weights are not the softmax of the scaled scores",
+                case,
+            )
     run.passed()
 
 
@@ -398,14 +538,29 @@ def _cross_attention_cases(hidden: bool) -> list[Case]:
     specs = [
         ("different widths, T != S", r(2, 3, 6), r(2, 5, 4), r(6, 8), r(4, 8), r(4, 5), None),
         ("same widths, T != S", r(2, 3, 6), r(2, 5, 6), r(6, 4), r(6, 4), r(6, 4), None),
-        ("padding mask (B, 1, S)", r(2, 4, 6), r(2, 5, 6), r(6, 4), r(6, 4), r(6, 3), pad([5, 2], 5)),
+        (
+            "padding mask (B, 1, S)",
+            r(2, 4, 6),
+            r(2, 5, 6),
+            r(6, 4),
+            r(6, 4),
+            r(6, 3),
+            pad([5, 2], 5),
+        ),
     ]
     if hidden:
-        specs += [("one query", r(3, 1, 4), r(3, 6, 2), r(4, 4), r(2, 4), r(2, 2), pad([6, 1, 3], 6))]
+        specs += [
+            ("one query", r(3, 1, 4), r(3, 6, 2), r(4, 4), r(2, 4), r(2, 2), pad([6, 1, 3], 6))
+        ]
     cases = []
     for name, xq, xkv, wq, wk, wv, mask in specs:
         kwargs = {} if mask is None else {"mask": mask}
-        case = Case(name, (xq, xkv, wq, wk, wv), kwargs, describe_args(x_q=xq, x_kv=xkv, w_q=wq, w_k=wk, w_v=wv, mask=mask))
+        case = Case(
+            name,
+            (xq, xkv, wq, wk, wv),
+            kwargs,
+            describe_args(x_q=xq, x_kv=xkv, w_q=wq, w_k=wk, w_v=wv, mask=mask),
+        )
         case.data.update(xq=xq, xkv=xkv, wq=wq, wk=wk, wv=wv, mask=mask)
         case.data["expected"] = _ref.scaled_dot_product_attention(xq @ wq, xkv @ wk, xkv @ wv, mask)
         cases.append(case)
@@ -419,9 +574,17 @@ def check_cross_attention(cross_attention, hidden: bool = False) -> None:
     optional boolean mask (True = may attend) broadcasts to (B, T, S).
     """
     __tracebackhide__ = True  # IPython hides this frame: students see their cell and the message
-    run = Runner("check_cross_attention", cross_attention, _projection_forbidden(), hidden,
-                 lambda e, c: ("queries come from x_q (with w_q), keys and values from x_kv (with w_k, w_v)"
-                               if isinstance(e, RuntimeError) else _signature_hint(e, "cross_attention(x_q, x_kv, w_q, w_k, w_v, mask=None)")))
+    run = Runner(
+        "check_cross_attention",
+        cross_attention,
+        _projection_forbidden(),
+        hidden,
+        lambda e, c: (
+            "queries come from x_q (with w_q), keys and values from x_kv (with w_k, w_v)"
+            if isinstance(e, RuntimeError)
+            else _signature_hint(e, "cross_attention(x_q, x_kv, w_q, w_k, w_v, mask=None)")
+        ),
+    )
     for case in _cross_attention_cases(hidden):
         xq, xkv, wq, wk, wv, mask = (case.data[n] for n in ("xq", "xkv", "wq", "wk", "wv", "mask"))
         exp_out, exp_w = case.data["expected"]
@@ -439,17 +602,34 @@ def check_cross_attention(cross_attention, hidden: bool = False) -> None:
             return None
 
         if weights is not None:
-            weights = run.expect_tensor(weights, case, exp_w.shape, exp_w.dtype, what="attention weights", shape_hint=w_hint)
+            weights = run.expect_tensor(
+                weights, case, exp_w.shape, exp_w.dtype, what="attention weights", shape_hint=w_hint
+            )
         out = run.expect_tensor(out, case, exp_out.shape, exp_out.dtype, shape_hint=out_hint)
         mistakes = [
-            Mistake("keys and values come from x_q instead of x_kv", lambda: _attend(xq @ wq, xq @ wk, xq @ wv, None)),
-            Mistake("the 1/sqrt(D) scaling is missing", lambda: _attend(xq @ wq, xkv @ wk, xkv @ wv, mask, scale="none")),
+            Mistake(
+                "keys and values come from x_q instead of x_kv",
+                lambda: _attend(xq @ wq, xq @ wk, xq @ wv, None),
+            ),
+            Mistake(
+                "the 1/sqrt(D) scaling is missing",
+                lambda: _attend(xq @ wq, xkv @ wk, xkv @ wv, mask, scale="none"),
+            ),
         ]
         if mask is not None:
             mistakes += [
-                Mistake("the mask is ignored", lambda: _attend(xq @ wq, xkv @ wk, xkv @ wv, mask, mask_mode="none")),
-                Mistake("the mask polarity is reversed (True = may attend)", lambda: _attend(xq @ wq, xkv @ wk, xkv @ wv, mask, mask_mode="reversed")),
-                Mistake("the mask is applied after the softmax; mask the scores with -inf before it", lambda: _attend(xq @ wq, xkv @ wk, xkv @ wv, mask, mask_mode="after")),
+                Mistake(
+                    "the mask is ignored",
+                    lambda: _attend(xq @ wq, xkv @ wk, xkv @ wv, mask, mask_mode="none"),
+                ),
+                Mistake(
+                    "the mask polarity is reversed (True = may attend)",
+                    lambda: _attend(xq @ wq, xkv @ wk, xkv @ wv, mask, mask_mode="reversed"),
+                ),
+                Mistake(
+                    "the mask is applied after the softmax; mask the scores with -inf before it",
+                    lambda: _attend(xq @ wq, xkv @ wk, xkv @ wv, mask, mask_mode="after"),
+                ),
             ]
         if not run.close(out, exp_out, ATOL, RTOL):
             message = run.diagnose(out, mistakes, ATOL, RTOL, pick=lambda r: r[0])
@@ -464,7 +644,14 @@ def check_cross_attention(cross_attention, hidden: bool = False) -> None:
 class _MultiplyAddCounter(TorchFunctionMode):
     """Counts the multiply-adds of every matrix product PyTorch executes inside a `with` block."""
 
-    PRODUCTS = {torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__, torch.mm, torch.bmm, F.linear}
+    PRODUCTS = {
+        torch.matmul,
+        torch.Tensor.matmul,
+        torch.Tensor.__matmul__,
+        torch.mm,
+        torch.bmm,
+        F.linear,
+    }
 
     def __init__(self) -> None:
         super().__init__()
@@ -480,7 +667,9 @@ class _MultiplyAddCounter(TorchFunctionMode):
 
 def _measured_macs(T: int, C: int, D: int) -> int:
     """Multiply-adds of the matrix products executed in one run of the reference self-attention."""
-    with torch.random.fork_rng(devices=[]):  # the layer's init must not move the notebook's global RNG
+    with torch.random.fork_rng(
+        devices=[]
+    ):  # the layer's init must not move the notebook's global RNG
         layer = _ref.SelfAttention(C, D)  # W_q, W_k, W_v without bias
     x = torch.randn(T, C, generator=generator(0))
     with torch.no_grad(), _MultiplyAddCounter() as counter:
@@ -492,32 +681,55 @@ def check_self_attention_macs(self_attention_macs, hidden: bool = False) -> None
     """Check ``self_attention_macs(T, C, D) -> int`` against the multiply-adds measured while the
     package's SelfAttention runs (three projections plus the two T x T products)."""
     __tracebackhide__ = True  # IPython hides this frame: students see their cell and the message
-    forbidden = [Forbidden("transformer_lab's SelfAttention (count with the formula, do not measure)",
-                           function=_ref.SelfAttention.forward)]
-    run = Runner("check_self_attention_macs", self_attention_macs, forbidden, hidden,
-                 lambda e, c: _signature_hint(e, "self_attention_macs(T, C, D)"))
+    forbidden = [
+        Forbidden(
+            "transformer_lab's SelfAttention (count with the formula, do not measure)",
+            function=_ref.SelfAttention.forward,
+        )
+    ]
+    run = Runner(
+        "check_self_attention_macs",
+        self_attention_macs,
+        forbidden,
+        hidden,
+        lambda e, c: _signature_hint(e, "self_attention_macs(T, C, D)"),
+    )
     sizes = [(3, 2, 2), (10, 8, 4), (7, 16, 16), (64, 32, 8)]
     if hidden:
         sizes = [(1, 5, 3), (33, 12, 6), (128, 16, 16), (5, 64, 64)]
-    first_failure = None  # (message, case): kept while a size is ambiguous (e.g. 3TCD = 2T^2 D at T=3, C=2)
+    first_failure = (
+        None  # (message, case): kept while a size is ambiguous (e.g. 3TCD = 2T^2 D at T=3, C=2)
+    )
     for T, C, D in sizes:
         want = _measured_macs(T, C, D)  # measured before the student's code runs
         case = Case(f"T={T}, C={C}, D={D}", (T, C, D), {}, f"T={T}, C={C}, D={D}")
         got = run.call(case)
         if TRUSTED.is_tensor(got) and got.numel() == 1:
-            run.fail("return a Python int (e.g. with int(...) or .item()), but received a tensor.", case)
+            run.fail(
+                "return a Python int (e.g. with int(...) or .item()), but received a tensor.", case
+            )
         if not isinstance(got, int) or isinstance(got, bool):
             if got is None:
                 run.fail("your function returned None: did you forget `return`?", case)
             run.fail(f"return a Python int, but received {type(got).__name__}.", case)
         if got == want:
             continue
-        hints = [hint for count, hint in (
-            (3 * T * C * D, " You counted the projections only; add the two T x T products."),
-            (3 * T * C * D + T * T * D, " Only one of the two T x T products is counted (scores and weights @ V)."),
-            (2 * T * T * D, " The three projections X W (T x C times C x D) are missing."),
-            (2 * want, " That is FLOPs (2 per multiply-add, as FLOP counters report); count multiply-adds."),
-        ) if got == count]
+        hints = [
+            hint
+            for count, hint in (
+                (3 * T * C * D, " You counted the projections only; add the two T x T products."),
+                (
+                    3 * T * C * D + T * T * D,
+                    " Only one of the two T x T products is counted (scores and weights @ V).",
+                ),
+                (2 * T * T * D, " The three projections X W (T x C times C x D) are missing."),
+                (
+                    2 * want,
+                    " That is FLOPs (2 per multiply-add, as FLOP counters report); count multiply-adds.",
+                ),
+            )
+            if got == count
+        ]
         message = f"for T={T}, C={C}, D={D} the count is {want}, but received {got}."
         if len(hints) == 1:
             run.fail(message + hints[0], case)

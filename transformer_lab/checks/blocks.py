@@ -22,8 +22,19 @@ __all__ = ["check_layer_norm"]
 ATOL, RTOL = 1e-5, 1e-4
 
 
-def _ln(x: Tensor, w: Tensor, b: Tensor, eps: float, *, dims=(-1,), unbiased=False, eps_outside=False,
-        swap=False, affine=True, center=True) -> Tensor:
+def _ln(
+    x: Tensor,
+    w: Tensor,
+    b: Tensor,
+    eps: float,
+    *,
+    dims=(-1,),
+    unbiased=False,
+    eps_outside=False,
+    swap=False,
+    affine=True,
+    center=True,
+) -> Tensor:
     """Layer norm with one deliberate mistake switched on."""
     mean = x.mean(dim=dims, keepdim=True)
     var = x.var(dim=dims, keepdim=True, unbiased=unbiased)
@@ -37,19 +48,40 @@ def _ln(x: Tensor, w: Tensor, b: Tensor, eps: float, *, dims=(-1,), unbiased=Fal
 def _mistakes(x: Tensor, w: Tensor, b: Tensor, eps: float) -> list[Mistake]:
     L = lambda msg, **kw: Mistake(msg, lambda: _ln(x, w, b, eps, **kw))  # noqa: E731
     out = [
-        L("the variance is unbiased (divides by C - 1); layer norm uses the biased variance: "
-          "x.var(dim=-1, unbiased=False, keepdim=True), i.e. the mean of (x - mean)**2", unbiased=True),
-        L("eps is added to the standard deviation; add it to the variance: (x - mean) / sqrt(var + eps)", eps_outside=True),
-        L("weight and bias are swapped: y = x_hat * weight + bias (weight is the gain, bias the shift)", swap=True),
+        L(
+            "the variance is unbiased (divides by C - 1); layer norm uses the biased variance: "
+            "x.var(dim=-1, unbiased=False, keepdim=True), i.e. the mean of (x - mean)**2",
+            unbiased=True,
+        ),
+        L(
+            "eps is added to the standard deviation; add it to the variance: (x - mean) / sqrt(var + eps)",
+            eps_outside=True,
+        ),
+        L(
+            "weight and bias are swapped: y = x_hat * weight + bias (weight is the gain, bias the shift)",
+            swap=True,
+        ),
         L("weight and bias are not applied: y = x_hat * weight + bias", affine=False),
         L("the mean is not subtracted: x_hat = (x - mean) / sqrt(var + eps)", center=False),
     ]
     for d in range(x.dim() - 1):
-        out.append(L(f"the statistics are taken over dimension {d}; layer norm normalises each token over its "
-                     f"C features, the last dimension (dim=-1, keepdim=True)", dims=(d,)))
-    out.append(L("the statistics are taken over all dimensions at once; layer norm uses only the last one "
-                 "(each token's C features), dim=-1 with keepdim=True", dims=tuple(range(x.dim()))))
-    out.append(L("the variance is unbiased and taken over the wrong dimension", dims=(0,), unbiased=True))
+        out.append(
+            L(
+                f"the statistics are taken over dimension {d}; layer norm normalises each token over its "
+                f"C features, the last dimension (dim=-1, keepdim=True)",
+                dims=(d,),
+            )
+        )
+    out.append(
+        L(
+            "the statistics are taken over all dimensions at once; layer norm uses only the last one "
+            "(each token's C features), dim=-1 with keepdim=True",
+            dims=tuple(range(x.dim())),
+        )
+    )
+    out.append(
+        L("the variance is unbiased and taken over the wrong dimension", dims=(0,), unbiased=True)
+    )
     return out
 
 
@@ -65,8 +97,13 @@ def check_layer_norm(layer_norm, hidden: bool = False) -> None:
             builtin_names=("layer_norm", "native_layer_norm", "group_norm", "rms_norm"),
         ),
     ]
-    run = Runner("check_layer_norm", layer_norm, forbidden, hidden,
-                 lambda e, c: _signature_hint(e, "layer_norm(x, weight, bias, eps=1e-5)"))
+    run = Runner(
+        "check_layer_norm",
+        layer_norm,
+        forbidden,
+        hidden,
+        lambda e, c: _signature_hint(e, "layer_norm(x, weight, bias, eps=1e-5)"),
+    )
     g = generator(9808 if hidden else 808)
     r = lambda *s: torch.randn(*s, generator=g)  # noqa: E731
     specs = [
@@ -76,14 +113,24 @@ def check_layer_norm(layer_norm, hidden: bool = False) -> None:
         ("small variance, eps=1e-2", r(2, 5, 4) * 0.05, r(4), r(4), 1e-2),
     ]
     if hidden:
-        specs += [("4-D input", r(2, 2, 3, 16) * 3 - 2, r(16), r(16), None), ("one token", r(1, 1, 5), r(5), r(5), 1e-3)]
+        specs += [
+            ("4-D input", r(2, 2, 3, 16) * 3 - 2, r(16), r(16), None),
+            ("one token", r(1, 1, 5), r(5), r(5), 1e-3),
+        ]
     for name, x, w, b, eps in specs:
         kwargs = {} if eps is None else {"eps": eps}
         case = Case(name, (x, w, b), kwargs, describe_args(x=x, weight=w, bias=b, eps=eps))
         expected = _ref.layer_norm(x, w, b, 1e-5 if eps is None else eps)
-        out = run.expect_tensor(run.call(case), case, expected.shape, expected.dtype,
-                                shape_hint=lambda got: "return the normalised tensor, same shape as x")
+        out = run.expect_tensor(
+            run.call(case),
+            case,
+            expected.shape,
+            expected.dtype,
+            shape_hint=lambda got: "return the normalised tensor, same shape as x",
+        )
         if not run.close(out, expected, ATOL, RTOL):
-            message = run.diagnose(out, _mistakes(x, w, b, 1e-5 if eps is None else eps), ATOL, RTOL)
+            message = run.diagnose(
+                out, _mistakes(x, w, b, 1e-5 if eps is None else eps), ATOL, RTOL
+            )
             run.fail(message or run.mismatch(out, expected), case)
     run.passed()

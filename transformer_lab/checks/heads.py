@@ -22,7 +22,12 @@ from transformer_lab.checks._core import Case, Mistake, Runner, describe_args, g
 from transformer_lab.checks._integrity import TRUSTED, Forbidden, verify
 from transformer_lab.checks.attention import _optional_weights, _signature_hint
 
-__all__ = ["check_split_heads", "check_merge_heads", "check_multi_head_attention", "check_to_torch_mha"]
+__all__ = [
+    "check_split_heads",
+    "check_merge_heads",
+    "check_multi_head_attention",
+    "check_to_torch_mha",
+]
 
 ATOL, RTOL = 1e-5, 1e-4
 
@@ -62,8 +67,13 @@ def check_split_heads(split_heads, hidden: bool = False) -> None:
     """Check ``split_heads(x, n_heads)``: (B, T, C) -> (B, H, T, D) with D = C / H."""
     __tracebackhide__ = True  # IPython hides this frame: students see their cell and the message
     forbidden = [Forbidden("transformer_lab's reference split_heads", function=_ref.split_heads)]
-    run = Runner("check_split_heads", split_heads, forbidden, hidden,
-                 lambda e, c: _signature_hint(e, "split_heads(x, n_heads)"))
+    run = Runner(
+        "check_split_heads",
+        split_heads,
+        forbidden,
+        hidden,
+        lambda e, c: _signature_hint(e, "split_heads(x, n_heads)"),
+    )
     for case in _split_cases(hidden):
         x, H, expected = case.data["x"], case.data["H"], case.data["expected"]
         B, T, C = x.shape
@@ -73,9 +83,14 @@ def check_split_heads(split_heads, hidden: bool = False) -> None:
                 return "that is (B, T, H, D): transpose(1, 2) to put the heads before the positions"
             return None
 
-        out = run.expect_tensor(run.call(case), case, expected.shape, expected.dtype, shape_hint=hint)
+        out = run.expect_tensor(
+            run.call(case), case, expected.shape, expected.dtype, shape_hint=hint
+        )
         if not run.close(out, expected, 0.0, 0.0):
-            run.fail(run.diagnose(out, _split_mistakes(x, H), 0.0, 0.0) or run.mismatch(out, expected), case)
+            run.fail(
+                run.diagnose(out, _split_mistakes(x, H), 0.0, 0.0) or run.mismatch(out, expected),
+                case,
+            )
     run.passed()
 
 
@@ -83,28 +98,62 @@ def check_merge_heads(merge_heads, hidden: bool = False) -> None:
     """Check ``merge_heads(x)``: (B, H, T, D) -> (B, T, C), the inverse of split_heads."""
     __tracebackhide__ = True  # IPython hides this frame: students see their cell and the message
     forbidden = [Forbidden("transformer_lab's reference merge_heads", function=_ref.merge_heads)]
-    run = Runner("check_merge_heads", merge_heads, forbidden, hidden, lambda e, c: _signature_hint(e, "merge_heads(x)"))
+    run = Runner(
+        "check_merge_heads",
+        merge_heads,
+        forbidden,
+        hidden,
+        lambda e, c: _signature_hint(e, "merge_heads(x)"),
+    )
     for case in _split_cases(hidden):
         x = case.data["expected"].contiguous()  # (B, H, T, D): merging must give back the original
         B, H, T, D = x.shape
         merge_case = Case(case.name, (x,), {}, describe_args(x=x))
         expected = _ref.merge_heads(x)
-        out = run.expect_tensor(run.call(merge_case), merge_case, expected.shape, expected.dtype,
-                                shape_hint=lambda got: "the result is (B, T, H * D)")
+        out = run.expect_tensor(
+            run.call(merge_case),
+            merge_case,
+            expected.shape,
+            expected.dtype,
+            shape_hint=lambda got: "the result is (B, T, H * D)",
+        )
         if not run.close(out, expected, 0.0, 0.0):
             mistakes = [
-                Mistake("heads merged with a reshape but no transpose: x.reshape(B, T, C) mixes heads and positions; "
-                        "use x.transpose(1, 2).reshape(B, T, H * D)", lambda: x.reshape(B, T, H * D)),
-                Mistake("the features are interleaved across heads: transpose to (B, T, H, D) and then reshape",
-                        lambda: x.permute(0, 2, 3, 1).reshape(B, T, H * D)),
+                Mistake(
+                    "heads merged with a reshape but no transpose: x.reshape(B, T, C) mixes heads and positions; "
+                    "use x.transpose(1, 2).reshape(B, T, H * D)",
+                    lambda: x.reshape(B, T, H * D),
+                ),
+                Mistake(
+                    "the features are interleaved across heads: transpose to (B, T, H, D) and then reshape",
+                    lambda: x.permute(0, 2, 3, 1).reshape(B, T, H * D),
+                ),
             ]
-            run.fail(run.diagnose(out, mistakes, 0.0, 0.0) or run.mismatch(out, expected), merge_case)
+            run.fail(
+                run.diagnose(out, mistakes, 0.0, 0.0) or run.mismatch(out, expected), merge_case
+            )
     run.passed()
 
 
 # ---------------------------------------------------------------------------------------------
-def _mha(x_q, x_kv, wq, wk, wv, wo, H, mask=None, *, split="ok", merge="ok", out_proj=True,
-         transpose_w=False, scale="D", kv_from_q=False, use_mask=True):
+def _mha(
+    x_q,
+    x_kv,
+    wq,
+    wk,
+    wv,
+    wo,
+    H,
+    mask=None,
+    *,
+    split="ok",
+    merge="ok",
+    out_proj=True,
+    transpose_w=False,
+    scale="D",
+    kv_from_q=False,
+    use_mask=True,
+):
     """Functional multi-head attention with exactly one deliberate mistake switched on."""
     if transpose_w:
         wq, wk, wv, wo = wq.T, wk.T, wv.T, wo.T
@@ -132,7 +181,9 @@ def _mha_cases(hidden: bool) -> list[Case]:
     g = generator(9606 if hidden else 606)
     r = lambda *s: torch.randn(*s, generator=g) / (s[-1] ** 0.5 if len(s) == 2 else 1.0)  # noqa: E731
     causal = lambda T: torch.ones(T, T, dtype=torch.bool).tril()  # noqa: E731
-    pad = lambda lengths, S: (torch.arange(S)[None, :] < torch.tensor(lengths)[:, None])[:, None, None, :]  # noqa: E731
+    pad = lambda lengths, S: (torch.arange(S)[None, :] < torch.tensor(lengths)[:, None])[
+        :, None, None, :
+    ]  # noqa: E731
     x = r(2, 4, 8)
     specs = [
         ("self-attention, H=2", x, x, 2, None),
@@ -152,13 +203,27 @@ def _mha_cases(hidden: bool) -> list[Case]:
         C = xq.shape[-1]
         wq, wk, wv, wo = (r(C, C) for _ in range(4))
         kwargs = {} if mask is None else {"mask": mask}
-        case = Case(name, (xq, xkv, wq, wk, wv, wo, H), kwargs, describe_args(x_q=xq, x_kv=xkv, n_heads=H, mask=mask))
+        case = Case(
+            name,
+            (xq, xkv, wq, wk, wv, wo, H),
+            kwargs,
+            describe_args(x_q=xq, x_kv=xkv, n_heads=H, mask=mask),
+        )
         module = _ref.MultiHeadAttention(C, H, bias=False)
-        with torch.no_grad():  # nn.Linear stores W^T: y = x @ weight.T, and our w is applied as x @ w
-            for lin, w in ((module.q_proj, wq), (module.k_proj, wk), (module.v_proj, wv), (module.out_proj, wo)):
+        with (
+            torch.no_grad()
+        ):  # nn.Linear stores W^T: y = x @ weight.T, and our w is applied as x @ w
+            for lin, w in (
+                (module.q_proj, wq),
+                (module.k_proj, wk),
+                (module.v_proj, wv),
+                (module.out_proj, wo),
+            ):
                 lin.weight.copy_(w.T)
             out, weights = module(xq, xkv, mask=mask, need_weights=True)
-        case.data.update(xq=xq, xkv=xkv, w=(wq, wk, wv, wo), H=H, mask=mask, expected=(out, weights))
+        case.data.update(
+            xq=xq, xkv=xkv, w=(wq, wk, wv, wo), H=H, mask=mask, expected=(out, weights)
+        )
         cases.append(case)
     return cases
 
@@ -182,36 +247,78 @@ def check_multi_head_attention(multi_head_attention, hidden: bool = False) -> No
     """
     __tracebackhide__ = True  # IPython hides this frame: students see their cell and the message
     run = Runner(
-        "check_multi_head_attention", multi_head_attention, _mha_forbidden(), hidden,
-        lambda e, c: _signature_hint(e, "multi_head_attention(x_q, x_kv, w_q, w_k, w_v, w_o, n_heads, mask=None)"),
+        "check_multi_head_attention",
+        multi_head_attention,
+        _mha_forbidden(),
+        hidden,
+        lambda e, c: _signature_hint(
+            e, "multi_head_attention(x_q, x_kv, w_q, w_k, w_v, w_o, n_heads, mask=None)"
+        ),
     )
     for case in _mha_cases(hidden):
         xq, xkv, (wq, wk, wv, wo), H, mask = (case.data[n] for n in ("xq", "xkv", "w", "H", "mask"))
         exp_out, exp_w = case.data["expected"]
         out, weights = _optional_weights(run, run.call(case), case)
-        out = run.expect_tensor(out, case, exp_out.shape, exp_out.dtype,
-                                shape_hint=lambda got: "merge the heads back to (B, T, C) and apply w_o")
+        out = run.expect_tensor(
+            out,
+            case,
+            exp_out.shape,
+            exp_out.dtype,
+            shape_hint=lambda got: "merge the heads back to (B, T, C) and apply w_o",
+        )
         if weights is not None:
-            weights = run.expect_tensor(weights, case, exp_w.shape, exp_w.dtype, what="attention weights",
-                                        shape_hint=lambda got: "the weights of every head: (B, H, T, S)")
-        if run.close(out, exp_out, ATOL, RTOL) and (weights is None or run.close(weights, exp_w, ATOL, RTOL)):
+            weights = run.expect_tensor(
+                weights,
+                case,
+                exp_w.shape,
+                exp_w.dtype,
+                what="attention weights",
+                shape_hint=lambda got: "the weights of every head: (B, H, T, S)",
+            )
+        if run.close(out, exp_out, ATOL, RTOL) and (
+            weights is None or run.close(weights, exp_w, ATOL, RTOL)
+        ):
             continue
         M = lambda msg, **kw: Mistake(msg, lambda: _mha(xq, xkv, wq, wk, wv, wo, H, mask, **kw))  # noqa: E731
         mistakes = [
             M("the output projection is missing: multiply the merged heads by w_o", out_proj=False),
-            M("heads split with a reshape but no transpose: use .view(B, T, H, D).transpose(1, 2)", split="reshape"),
-            M("heads merged with a reshape but no transpose: use .transpose(1, 2).reshape(B, T, C)", merge="reshape"),
-            M("the scores are scaled by sqrt(C) (the model width) instead of sqrt(D) = sqrt(C / H) (the head width)", scale="C"),
-            M("the weights are applied as x @ w.T: the course uses row vectors, Q = x_q @ w_q", transpose_w=True),
-            M("keys and values must come from x_kv (the second argument); you computed them from x_q", kv_from_q=True),
+            M(
+                "heads split with a reshape but no transpose: use .view(B, T, H, D).transpose(1, 2)",
+                split="reshape",
+            ),
+            M(
+                "heads merged with a reshape but no transpose: use .transpose(1, 2).reshape(B, T, C)",
+                merge="reshape",
+            ),
+            M(
+                "the scores are scaled by sqrt(C) (the model width) instead of sqrt(D) = sqrt(C / H) (the head width)",
+                scale="C",
+            ),
+            M(
+                "the weights are applied as x @ w.T: the course uses row vectors, Q = x_q @ w_q",
+                transpose_w=True,
+            ),
+            M(
+                "keys and values must come from x_kv (the second argument); you computed them from x_q",
+                kv_from_q=True,
+            ),
         ]
         if mask is not None:
-            mistakes.append(M("the mask is ignored: fill the scores with -inf where mask is False, before the softmax", use_mask=False))
+            mistakes.append(
+                M(
+                    "the mask is ignored: fill the scores with -inf where mask is False, before the softmax",
+                    use_mask=False,
+                )
+            )
         message = run.diagnose(out, mistakes, ATOL, RTOL, pick=lambda r: r[0])
         if message is None and weights is not None and not run.close(weights, exp_w, ATOL, RTOL):
             message = run.diagnose(weights, mistakes, ATOL, RTOL, pick=lambda r: r[1])
         if message is None:
-            message = run.mismatch(out, exp_out) if not run.close(out, exp_out, ATOL, RTOL) else "the returned attention weights are wrong"
+            message = (
+                run.mismatch(out, exp_out)
+                if not run.close(out, exp_out, ATOL, RTOL)
+                else "the returned attention weights are wrong"
+            )
         run.fail(message, case)
     run.passed()
 
@@ -223,12 +330,18 @@ def _to_torch_cases(hidden: bool) -> list[Case]:
     sizes = [(6, 1), (6, 6), (20, 5), (32, 8)] if hidden else [(8, 2), (12, 3), (16, 4)]
     cases = []
     for C, H in sizes:
-        ws = tuple(torch.randn(C, C, generator=g) / math.sqrt(C) for _ in range(4))  # w_q, w_k, w_v, w_o
+        ws = tuple(
+            torch.randn(C, C, generator=g) / math.sqrt(C) for _ in range(4)
+        )  # w_q, w_k, w_v, w_o
         x = torch.randn(2, 5, C, generator=g)
-        with torch.random.fork_rng(devices=[]):  # the module's init must not move the notebook's global RNG
+        with torch.random.fork_rng(
+            devices=[]
+        ):  # the module's init must not move the notebook's global RNG
             reference = _ref.MultiHeadAttention(C, H, bias=False).eval()
         with torch.no_grad():
-            for proj, w in zip((reference.q_proj, reference.k_proj, reference.v_proj, reference.out_proj), ws):
+            for proj, w in zip(
+                (reference.q_proj, reference.k_proj, reference.v_proj, reference.out_proj), ws
+            ):
                 proj.weight.copy_(w.T)  # nn.Linear stores (out, in)
             expected = reference(x, need_weights=True)
         case = Case(f"C={C}, H={H}", (*ws, H), {}, describe_args(w_q=ws[0], n_heads=H))
@@ -241,9 +354,16 @@ def check_to_torch_mha(to_torch_mha, hidden: bool = False) -> None:
     """Check ``to_torch_mha(w_q, w_k, w_v, w_o, n_heads)``: the returned ``nn.MultiheadAttention``
     must compute the package's MultiHeadAttention (no bias) with these row-vector weights."""
     __tracebackhide__ = True  # IPython hides this frame: students see their cell and the message
-    forbidden = [Forbidden("transformer_lab's MultiHeadAttention", function=_ref.MultiHeadAttention.forward)]
-    run = Runner("check_to_torch_mha", to_torch_mha, forbidden, hidden,
-                 lambda e, c: _signature_hint(e, "to_torch_mha(w_q, w_k, w_v, w_o, n_heads)"))
+    forbidden = [
+        Forbidden("transformer_lab's MultiHeadAttention", function=_ref.MultiHeadAttention.forward)
+    ]
+    run = Runner(
+        "check_to_torch_mha",
+        to_torch_mha,
+        forbidden,
+        hidden,
+        lambda e, c: _signature_hint(e, "to_torch_mha(w_q, w_k, w_v, w_o, n_heads)"),
+    )
     for case in _to_torch_cases(hidden):
         C, H, x = case.data["C"], case.data["H"], case.data["x"]
         w_q, w_k, w_v, w_o = case.data["w"]
@@ -252,12 +372,19 @@ def check_to_torch_mha(to_torch_mha, hidden: bool = False) -> None:
         if module is None:
             run.fail("your function returned None: did you forget `return module`?", case)
         if not isinstance(module, nn.MultiheadAttention):
-            run.fail(f"return a torch.nn.MultiheadAttention, but received {type(module).__name__}.", case)
+            run.fail(
+                f"return a torch.nn.MultiheadAttention, but received {type(module).__name__}.", case
+            )
         if module.embed_dim != C or module.num_heads != H:
-            run.fail(f"the module should have embed_dim={C} and num_heads={H}, but yours has embed_dim="
-                     f"{module.embed_dim} and num_heads={module.num_heads}.", case)
+            run.fail(
+                f"the module should have embed_dim={C} and num_heads={H}, but yours has embed_dim="
+                f"{module.embed_dim} and num_heads={module.num_heads}.",
+                case,
+            )
         if not module.batch_first:
-            run.fail("create the module with batch_first=True: the course's inputs are (B, T, C).", case)
+            run.fail(
+                "create the module with batch_first=True: the course's inputs are (B, T, C).", case
+            )
         if module.training:
             run.fail("call .eval() on the module before returning it.", case)
         with torch.no_grad():

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 import torch
 from torch import Tensor
@@ -69,7 +69,9 @@ def sample_batch(
     """
     n = _check_same_length(tensors)
     if batch_size < 1 or batch_size > n:
-        raise ValueError(f"batch_size must lie in 1..{n} (the number of examples), but received {batch_size}.")
+        raise ValueError(
+            f"batch_size must lie in 1..{n} (the number of examples), but received {batch_size}."
+        )
     # randperm would shuffle all n rows; randint samples only what we need.
     idx = torch.randint(n, (batch_size,), generator=generator)  # (B,)
     out = tuple(t[idx.to(t.device)] for t in tensors)

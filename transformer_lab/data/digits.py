@@ -91,7 +91,9 @@ def _raw_digits():
     return bunch.images, bunch.target
 
 
-def load_digits_data(test_fraction: float = 0.2, seed: int = 0, normalize: bool = False) -> DigitsData:
+def load_digits_data(
+    test_fraction: float = 0.2, seed: int = 0, normalize: bool = False
+) -> DigitsData:
     """Load scikit-learn's 8x8 digits as tensors with a fixed, stratified train/test split.
 
     Args:
@@ -103,7 +105,9 @@ def load_digits_data(test_fraction: float = 0.2, seed: int = 0, normalize: bool 
         a :class:`DigitsData`.
     """
     if not 0.0 < test_fraction < 1.0:
-        raise ValueError(f"test_fraction must lie strictly between 0 and 1, but received {test_fraction}.")
+        raise ValueError(
+            f"test_fraction must lie strictly between 0 and 1, but received {test_fraction}."
+        )
     from sklearn.model_selection import train_test_split
 
     images, target = _raw_digits()
@@ -118,4 +122,6 @@ def load_digits_data(test_fraction: float = 0.2, seed: int = 0, normalize: bool 
     mean, std = x_train.mean().item(), x_train.std().item()
     if normalize:
         x_train, x_test = (x_train - mean) / std, (x_test - mean) / std
-    return DigitsData(x_train, y[train_idx], x_test, y[test_idx], mean, std, normalize, train_idx, test_idx)
+    return DigitsData(
+        x_train, y[train_idx], x_test, y[test_idx], mean, std, normalize, train_idx, test_idx
+    )

@@ -13,10 +13,10 @@ targets ``y``, so every position t learns to predict token t + 1 from tokens 0..
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
-from typing import Iterable
 
 import numpy as np
 import torch
@@ -37,7 +37,11 @@ _SHAKESPEARE_FILE = "tinyshakespeare.txt"
 @lru_cache(maxsize=1)
 def load_shakespeare() -> str:
     """The tiny Shakespeare text shipped with the package (1,115,394 characters)."""
-    return resources.files("transformer_lab.data").joinpath(_SHAKESPEARE_FILE).read_text(encoding="utf-8")
+    return (
+        resources.files("transformer_lab.data")
+        .joinpath(_SHAKESPEARE_FILE)
+        .read_text(encoding="utf-8")
+    )
 
 
 def _code_points(text: str) -> np.ndarray:
@@ -114,7 +118,9 @@ class CharTokenizer:
                 )
             ids = ids.tolist()
         ids = list(ids)
-        bad = [i for i in ids if not isinstance(i, (int, np.integer)) or not 0 <= i < self.vocab_size]
+        bad = [
+            i for i in ids if not isinstance(i, (int, np.integer)) or not 0 <= i < self.vocab_size
+        ]
         if bad:
             raise ValueError(
                 f"decode expects integer ids in 0..{self.vocab_size - 1}, but received {bad[0]!r}."
@@ -135,7 +141,9 @@ def split_data(data: Tensor, train_fraction: float = 0.9) -> tuple[Tensor, Tenso
         got = tuple(data.shape) if isinstance(data, Tensor) else type(data).__name__
         raise ValueError(f"split_data expects a 1-D tensor of token ids, but received {got}.")
     if not 0.0 < train_fraction < 1.0:
-        raise ValueError(f"train_fraction must lie strictly between 0 and 1, but received {train_fraction}.")
+        raise ValueError(
+            f"train_fraction must lie strictly between 0 and 1, but received {train_fraction}."
+        )
     n = int(train_fraction * len(data))
     return data[:n], data[n:]
 
@@ -161,7 +169,9 @@ def get_batch(
     """
     if not isinstance(data, Tensor) or data.dim() != 1:
         got = tuple(data.shape) if isinstance(data, Tensor) else type(data).__name__
-        raise ValueError(f"get_batch expects data as a 1-D tensor of token ids, but received {got}.")
+        raise ValueError(
+            f"get_batch expects data as a 1-D tensor of token ids, but received {got}."
+        )
     if block_size < 1 or batch_size < 1:
         raise ValueError(
             f"block_size and batch_size must be positive, but received block_size={block_size} "
@@ -238,6 +248,7 @@ def shakespeare(train_fraction: float = 0.9) -> TextData:
         >>> x, y = data.get_batch("train", block_size=64, batch_size=12)
     """
     if not 0.0 < train_fraction < 1.0:
-        raise ValueError(f"train_fraction must lie strictly between 0 and 1, but received {train_fraction}.")
+        raise ValueError(
+            f"train_fraction must lie strictly between 0 and 1, but received {train_fraction}."
+        )
     return _shakespeare_cached(float(train_fraction))
-

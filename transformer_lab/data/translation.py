@@ -16,8 +16,9 @@ The split is a seeded permutation of the numbers, so train and test never share 
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Iterator, NamedTuple, Sequence
+from typing import NamedTuple
 
 import torch
 from torch import Tensor
@@ -83,7 +84,9 @@ class Vocab:
         self.itos: list[str] = [PAD, BOS, EOS] + list(tokens)
         self.stoi: dict[str, int] = {tok: i for i, tok in enumerate(self.itos)}
         if len(self.stoi) != len(self.itos):
-            raise ValueError(f"Vocab expects distinct tokens, but received duplicates in {list(tokens)}.")
+            raise ValueError(
+                f"Vocab expects distinct tokens, but received duplicates in {list(tokens)}."
+            )
         self.pad_id, self.bos_id, self.eos_id = PAD_ID, BOS_ID, EOS_ID
 
     def __len__(self) -> int:
@@ -96,7 +99,9 @@ class Vocab:
     def __repr__(self) -> str:
         return f"Vocab(size={self.size}, tokens={self.itos[3:8]}...)"
 
-    def encode(self, tokens: Sequence[str], add_bos: bool = False, add_eos: bool = False) -> list[int]:
+    def encode(
+        self, tokens: Sequence[str], add_bos: bool = False, add_eos: bool = False
+    ) -> list[int]:
         """Tokens to ids; raises ValueError naming the first unknown token."""
         unknown = [t for t in tokens if t not in self.stoi]
         if unknown:
@@ -117,7 +122,9 @@ class Vocab:
             if i in (self.pad_id, self.bos_id):
                 continue
             if not 0 <= i < len(self.itos):
-                raise ValueError(f"decode expects ids in 0..{len(self.itos) - 1}, but received {i}.")
+                raise ValueError(
+                    f"decode expects ids in 0..{len(self.itos) - 1}, but received {i}."
+                )
             out.append(self.itos[i])
         return out
 
@@ -148,9 +155,11 @@ class TranslationBatch(NamedTuple):
     def tgt_mask(self) -> Tensor:
         """(B, 1, T, T) bool: causal AND not padding, for the decoder's self-attention."""
         T = self.tgt.shape[1]
-        return combine_masks(causal_mask(T, device=self.tgt.device), padding_mask_from_ids(self.tgt, PAD_ID))
+        return combine_masks(
+            causal_mask(T, device=self.tgt.device), padding_mask_from_ids(self.tgt, PAD_ID)
+        )
 
-    def to(self, device: torch.device | str) -> "TranslationBatch":
+    def to(self, device: torch.device | str) -> TranslationBatch:
         return TranslationBatch(*(t.to(device) for t in self))
 
 
@@ -178,9 +187,13 @@ class NumberTranslation:
 
     def __init__(self, max_number: int = 9999, test_fraction: float = 0.1, seed: int = 0) -> None:
         if not isinstance(max_number, int) or not 10 <= max_number <= 999_999:
-            raise ValueError(f"max_number must be an integer in 10..999999, but received {max_number!r}.")
+            raise ValueError(
+                f"max_number must be an integer in 10..999999, but received {max_number!r}."
+            )
         if not 0.0 < test_fraction < 1.0:
-            raise ValueError(f"test_fraction must lie strictly between 0 and 1, but received {test_fraction}.")
+            raise ValueError(
+                f"test_fraction must lie strictly between 0 and 1, but received {test_fraction}."
+            )
         self.max_number, self.test_fraction, self.seed = max_number, test_fraction, seed
         self.src_vocab = Vocab(list("0123456789"))
         self.tgt_vocab = Vocab(_ONES + _TENS[2:] + ["hundred", "thousand", "and"])
@@ -191,13 +204,18 @@ class NumberTranslation:
         n_test = max(1, round(test_fraction * n))
         test_numbers, train_numbers = sorted(order[:n_test]), sorted(order[n_test:])
         self.max_src_len = len(str(max_number))
-        self.max_tgt_len = 2 + max(len(number_to_words(k).split()) for k in range(n))  # with <bos>, <eos>
+        self.max_tgt_len = 2 + max(
+            len(number_to_words(k).split()) for k in range(n)
+        )  # with <bos>, <eos>
         self._splits = {"train": self._build(train_numbers), "test": self._build(test_numbers)}
 
     def _build(self, numbers: list[int]) -> _Split:
         src = self.encode_source(numbers)
         tgt = pad_sequences(
-            [self.tgt_vocab.encode(number_to_words(k).split(), add_bos=True, add_eos=True) for k in numbers],
+            [
+                self.tgt_vocab.encode(number_to_words(k).split(), add_bos=True, add_eos=True)
+                for k in numbers
+            ],
             PAD_ID,
             self.max_tgt_len,
         )
@@ -261,7 +279,9 @@ class NumberTranslation:
         data = self._split(split)
         n = len(data.numbers)
         if not 1 <= batch_size <= n:
-            raise ValueError(f"batch_size must lie in 1..{n} for the {split} split, but received {batch_size}.")
+            raise ValueError(
+                f"batch_size must lie in 1..{n} for the {split} split, but received {batch_size}."
+            )
         idx = torch.randint(n, (batch_size,), generator=generator)  # (B,)
         return self._make_batch(data.src[idx], data.tgt[idx], device)
 

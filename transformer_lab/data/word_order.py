@@ -22,8 +22,9 @@ import math
 import random
 import re
 from collections import Counter
+from collections.abc import Iterable, Sequence
 from functools import lru_cache
-from typing import Iterable, NamedTuple, Sequence
+from typing import NamedTuple
 
 import torch
 from torch import Tensor
@@ -66,7 +67,7 @@ class WordTokenizer:
         self._build_vocab((self.tokenize(text) for text in texts), min_freq)
 
     @classmethod
-    def from_tokens(cls, token_lists: Iterable[Sequence[str]], min_freq: int = 3) -> "WordTokenizer":
+    def from_tokens(cls, token_lists: Iterable[Sequence[str]], min_freq: int = 3) -> WordTokenizer:
         """Build from already tokenized texts (skips re-tokenizing)."""
         tokenizer = cls.__new__(cls)
         tokenizer._build_vocab(token_lists, min_freq)
@@ -77,9 +78,13 @@ class WordTokenizer:
             raise ValueError(f"min_freq must be at least 1, but received {min_freq}.")
         counts = Counter(tok for tokens in token_lists for tok in tokens)
         if not counts:
-            raise ValueError("WordTokenizer needs texts containing at least one word, but received none.")
+            raise ValueError(
+                "WordTokenizer needs texts containing at least one word, but received none."
+            )
         # Sort by count, then alphabetically, so the vocabulary never depends on set order.
-        words = sorted((w for w, c in counts.items() if c >= min_freq), key=lambda w: (-counts[w], w))
+        words = sorted(
+            (w for w, c in counts.items() if c >= min_freq), key=lambda w: (-counts[w], w)
+        )
         self.itos: list[str] = list(SPECIAL_TOKENS) + words
         self.stoi: dict[str, int] = {tok: i for i, tok in enumerate(self.itos)}
         self.min_freq = min_freq
@@ -131,7 +136,9 @@ class WordTokenizer:
             ids += [self.pad_id] * (max_len - len(ids))
         return ids
 
-    def encode_batch(self, texts: Sequence[str | Sequence[str]], max_len: int) -> tuple[Tensor, Tensor]:
+    def encode_batch(
+        self, texts: Sequence[str | Sequence[str]], max_len: int
+    ) -> tuple[Tensor, Tensor]:
         """Encode several texts to fixed length.
 
         Returns:
@@ -145,7 +152,9 @@ class WordTokenizer:
         ids = ids.tolist() if isinstance(ids, Tensor) else list(ids)
         bad = [i for i in ids if not 0 <= i < self.vocab_size]
         if bad:
-            raise ValueError(f"decode expects ids in 0..{self.vocab_size - 1}, but received {bad[0]}.")
+            raise ValueError(
+                f"decode expects ids in 0..{self.vocab_size - 1}, but received {bad[0]}."
+            )
         drop = {self.pad_id, self.cls_id, self.sep_id} if skip_special else set()
         return " ".join(self.itos[i] for i in ids if i not in drop)
 
@@ -183,7 +192,11 @@ def shakespeare_lines(min_words: int = 1, max_tokens: int | None = None) -> list
 
 def _shuffle_words(tokens: list[str], rng: random.Random, keep_punctuation: bool) -> list[str]:
     """A permutation of ``tokens`` different from the original (words only, if ``keep_punctuation``)."""
-    slots = [i for i, t in enumerate(tokens) if t[0].isalpha()] if keep_punctuation else list(range(len(tokens)))
+    slots = (
+        [i for i, t in enumerate(tokens) if t[0].isalpha()]
+        if keep_punctuation
+        else list(range(len(tokens)))
+    )
     moved = [tokens[i] for i in slots]
     for _ in range(100):
         rng.shuffle(moved)
@@ -255,7 +268,11 @@ class WordOrderTask:
                 f"max_len must leave room for [CLS], [SEP] and min_words={min_words} words, "
                 f"but received max_len={max_len}."
             )
-        if len(fractions) != 3 or any(f <= 0 for f in fractions) or not math.isclose(sum(fractions), 1.0):
+        if (
+            len(fractions) != 3
+            or any(f <= 0 for f in fractions)
+            or not math.isclose(sum(fractions), 1.0)
+        ):
             raise ValueError(
                 f"fractions must be three positive shares (train, val, test) summing to 1, but received {fractions}."
             )
@@ -276,8 +293,12 @@ class WordOrderTask:
             "val": lines[n_train : n_train + n_val],
             "test": lines[n_train + n_val :],
         }
-        self.tokenizer = WordTokenizer.from_tokens((tokens_of[line] for line in parts["train"]), min_freq)
-        self._splits = {name: self._build(part, random.Random(f"{seed}-{name}")) for name, part in parts.items()}
+        self.tokenizer = WordTokenizer.from_tokens(
+            (tokens_of[line] for line in parts["train"]), min_freq
+        )
+        self._splits = {
+            name: self._build(part, random.Random(f"{seed}-{name}")) for name, part in parts.items()
+        }
 
     def _build(self, lines: list[str], rng: random.Random) -> _Split:
         n = len(lines)
@@ -287,8 +308,12 @@ class WordOrderTask:
         for i, line in enumerate(lines):
             tokens = list(tokens_of[line])
             originals.append(tokens)
-            shown.append(_shuffle_words(tokens, rng, self.keep_punctuation) if i in shuffled else tokens)
-        labels = torch.tensor([0 if i in shuffled else 1 for i in range(n)], dtype=torch.long)  # (N,)
+            shown.append(
+                _shuffle_words(tokens, rng, self.keep_punctuation) if i in shuffled else tokens
+            )
+        labels = torch.tensor(
+            [0 if i in shuffled else 1 for i in range(n)], dtype=torch.long
+        )  # (N,)
         input_ids, _ = self.tokenizer.encode_batch(shown, self.max_len)  # (N, L)
         mlm_ids, _ = self.tokenizer.encode_batch(originals, self.max_len)  # (N, L)
         return _Split(lines, [" ".join(t) for t in shown], input_ids, labels, mlm_ids)
@@ -398,7 +423,9 @@ def _token_counts(ids: Tensor, vocab_size: int, ignore_ids: Sequence[int]) -> Te
     return counts
 
 
-def unigram_entropy(ids: Tensor, vocab_size: int | None = None, ignore_ids: Sequence[int] = ()) -> float:
+def unigram_entropy(
+    ids: Tensor, vocab_size: int | None = None, ignore_ids: Sequence[int] = ()
+) -> float:
     """Entropy (nats) of the token frequencies in ``ids``: the best loss any context-free predictor
     can reach on this same data.
 
@@ -412,7 +439,9 @@ def unigram_entropy(ids: Tensor, vocab_size: int | None = None, ignore_ids: Sequ
     counts = _token_counts(ids, vocab_size, ignore_ids)
     total = counts.sum()
     if total == 0:
-        raise ValueError("unigram_entropy needs at least one token that is not ignored, but received none.")
+        raise ValueError(
+            "unigram_entropy needs at least one token that is not ignored, but received none."
+        )
     p = counts[counts > 0] / total
     return float(-(p * p.log()).sum())
 
@@ -430,7 +459,9 @@ def unigram_cross_entropy(
     seen in training gets a small, finite probability.
     """
     if alpha <= 0:
-        raise ValueError(f"alpha must be positive so unseen tokens get a finite loss, but received {alpha}.")
+        raise ValueError(
+            f"alpha must be positive so unseen tokens get a finite loss, but received {alpha}."
+        )
     counts = _token_counts(train_ids, vocab_size, ignore_ids)
     keep = torch.ones(vocab_size, dtype=torch.bool)
     keep[list(ignore_ids)] = False
@@ -438,5 +469,7 @@ def unigram_cross_entropy(
     log_p = (smoothed / smoothed.sum()).log()  # (V,), -inf at ignored ids
     eval_counts = _token_counts(eval_ids, vocab_size, ignore_ids)
     if eval_counts.sum() == 0:
-        raise ValueError("unigram_cross_entropy needs at least one evaluation token that is not ignored.")
+        raise ValueError(
+            "unigram_cross_entropy needs at least one evaluation token that is not ignored."
+        )
     return float(-(eval_counts[keep] * log_p[keep]).sum() / eval_counts.sum())

@@ -25,7 +25,6 @@ import sys
 import time
 import traceback
 
-
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -87,7 +86,9 @@ def _load_config(root: str, overrides: dict, guarded: bool):
     feedback_pps = cfg.get("GenerateFeedback", {}).get("preprocessors")
     if feedback_pps:
         cfg.GenerateFeedback.preprocessors = [
-            _local("feedback").ClearHiddenTracebacks if p == "transformer_lab.grading.feedback.ClearHiddenTracebacks" else p
+            _local("feedback").ClearHiddenTracebacks
+            if p == "transformer_lab.grading.feedback.ClearHiddenTracebacks"
+            else p
             for p in feedback_pps
         ]
     return cfg
@@ -172,9 +173,18 @@ def _grade_student(op: dict, cfg, coursedir) -> dict:
 
     assignment, student = op["assignment"], op["student"]
     release = Path(op["release_dir"]) / assignment
-    released = {p.stem: nbformat.read(str(p), as_version=4) for p in sorted(release.glob("*.ipynb"))}
+    released = {
+        p.stem: nbformat.read(str(p), as_version=4) for p in sorted(release.glob("*.ipynb"))
+    }
     check = preflight(student, Path(op["submission"]), released, Path(op["staging"]))
-    result: dict = {"preflight": {"ok": check.ok, "reason": check.reason, "notes": check.notes, "restored": check.restored}}
+    result: dict = {
+        "preflight": {
+            "ok": check.ok,
+            "reason": check.reason,
+            "notes": check.notes,
+            "restored": check.restored,
+        }
+    }
     if not check.ok:
         result["success"] = False
         return result

@@ -45,7 +45,11 @@ BEGIN_SOLUTION, END_SOLUTION = "BEGIN SOLUTION", "END SOLUTION"
 BEGIN_HIDDEN, END_HIDDEN = "BEGIN HIDDEN TESTS", "END HIDDEN TESTS"
 # Cell metadata that only records a past execution; it makes diffs noisy and carries no meaning.
 VOLATILE_CELL_METADATA = ("execution", "ExecuteTime", "collapsed", "scrolled")
-DEFAULT_KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
+DEFAULT_KERNELSPEC = {
+    "display_name": "Python 3 (ipykernel)",
+    "language": "python",
+    "name": "python3",
+}
 
 
 @dataclass
@@ -142,7 +146,9 @@ def _metadata_from_tags(index: int, cell, result: AuthoringResult) -> dict | Non
                 result.errors.append(f"{where}: more than one tests:N tag")
             points = _parse_points(m.group(1))
             if points is None:
-                result.errors.append(f"{where}: tag {tag!r} needs a positive number of points, e.g. tests:2")
+                result.errors.append(
+                    f"{where}: tag {tag!r} needs a positive number of points, e.g. tests:2"
+                )
                 points = 1
         m = ID_TAG_RE.match(tag)
         if m:
@@ -155,7 +161,9 @@ def _metadata_from_tags(index: int, cell, result: AuthoringResult) -> dict | Non
                 )
     graded = points is not None
     if not (solution or graded or readonly):
-        result.errors.append(f"{where}: an id: tag needs a role tag too (solution, tests:N or readonly)")
+        result.errors.append(
+            f"{where}: an id: tag needs a role tag too (solution, tests:N or readonly)"
+        )
         return None
     if readonly and (solution or graded):
         result.errors.append(f"{where}: 'readonly' cannot be combined with 'solution' or 'tests:N'")
@@ -208,7 +216,9 @@ def _check_cell_content(index: int, cell, result: AuthoringResult) -> None:
         )
     if is_grade and not is_solution and cell.cell_type == "code":
         if not hid_regions:
-            result.warnings.append(f"{where}: test cell has no hidden tests (### BEGIN HIDDEN TESTS)")
+            result.warnings.append(
+                f"{where}: test cell has no hidden tests (### BEGIN HIDDEN TESTS)"
+            )
         if not cell.source.strip():
             result.errors.append(f"{where}: test cell is empty")
 
@@ -230,7 +240,9 @@ def _validate_nbgrader(nb, result: AuthoringResult) -> None:
             if not GRADE_ID_RE.match(str(gid)):
                 result.errors.append(f"{where}: grade id {gid!r} must match [A-Za-z0-9_-]+")
             if gid in seen and (meta.get("grade") or meta.get("solution") or meta.get("locked")):
-                result.errors.append(f"{where}: duplicate grade id {gid!r} (also cell {seen[gid]}); give one an id:NAME tag")
+                result.errors.append(
+                    f"{where}: duplicate grade id {gid!r} (also cell {seen[gid]}); give one an id:NAME tag"
+                )
             seen.setdefault(gid, index)
         try:
             validator.validate_cell(copy.deepcopy(cell))
@@ -319,7 +331,9 @@ def find_notebooks(paths: list[str | Path]) -> list[Path]:
         elif p.suffix == ".ipynb":
             found.append(p)
         else:
-            raise FileNotFoundError(f"expected a notebook or a folder of notebooks, but received {str(p)!r}.")
+            raise FileNotFoundError(
+                f"expected a notebook or a folder of notebooks, but received {str(p)!r}."
+            )
     return found
 
 

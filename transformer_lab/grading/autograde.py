@@ -62,8 +62,10 @@ def classify_failure(event: dict) -> str:
         return pre.get("reason") or "the submission could not be read"
     if str(event.get("error", "")).startswith("the grading process"):
         return event["error"]
-    text = " ".join(str(event.get(k, "")) for k in ("error",)) + " " + " ".join(
-        str((event.get("autograde") or {}).get(k, "")) for k in ("error", "log")
+    text = (
+        " ".join(str(event.get(k, "")) for k in ("error",))
+        + " "
+        + " ".join(str((event.get("autograde") or {}).get(k, "")) for k in ("error", "log"))
     )
     if "DeadKernelError" in text or "Kernel died" in text or "kernel died" in text:
         return "the kernel died while running the notebook (e.g. os._exit, a crash or running out of memory)"
@@ -98,9 +100,11 @@ def grade(root: Path, assignment: str, options: GradeOptions | None = None) -> G
         raise CourseError(f"expected the assignment's notebooks in {source}, but found none.")
     submitted_root = root / dirs["submitted"]
     report = GradingReport.load(root, assignment)
-    all_students = sorted(
-        p.name for p in submitted_root.iterdir() if (p / assignment).is_dir()
-    ) if submitted_root.is_dir() else []
+    all_students = (
+        sorted(p.name for p in submitted_root.iterdir() if (p / assignment).is_dir())
+        if submitted_root.is_dir()
+        else []
+    )
     if options.students:
         unknown = sorted(set(options.students) - set(all_students))
         if unknown:
@@ -116,7 +120,12 @@ def grade(root: Path, assignment: str, options: GradeOptions | None = None) -> G
     for sid in all_students:
         prints[sid] = fingerprint(submitted_root / sid / assignment)
         previous = report.students.get(sid)
-        if options.force or previous is None or previous.status != GRADED or previous.fingerprint != prints[sid]:
+        if (
+            options.force
+            or previous is None
+            or previous.status != GRADED
+            or previous.fingerprint != prints[sid]
+        ):
             todo.append(sid)
 
     tlab = root / ".tlab"
@@ -142,14 +151,25 @@ def grade(root: Path, assignment: str, options: GradeOptions | None = None) -> G
         first_pass = True
         progress = _progress(len(todo), options.quiet)
         while first_pass or remaining:
-            ops = [{"op": "generate_assignment", "assignment": assignment, "release_dir": str(release_dir)}]
+            ops = [
+                {
+                    "op": "generate_assignment",
+                    "assignment": assignment,
+                    "release_dir": str(release_dir),
+                }
+            ]
             for sid in remaining:
-                ops.append({
-                    "op": "grade_student", "assignment": assignment, "student": sid,
-                    "submission": str(submitted_root / sid / assignment),
-                    "staging": str(staging_root / sid / assignment),
-                    "release_dir": str(release_dir), "feedback": options.feedback,
-                })
+                ops.append(
+                    {
+                        "op": "grade_student",
+                        "assignment": assignment,
+                        "student": sid,
+                        "submission": str(submitted_root / sid / assignment),
+                        "staging": str(staging_root / sid / assignment),
+                        "release_dir": str(release_dir),
+                        "feedback": options.feedback,
+                    }
+                )
             ops.append({"op": "scores", "assignment": assignment})
             if options.export:
                 ops.append({"op": "export", "to": str(root / "reports" / "nbgrader_grades.csv")})
@@ -176,14 +196,19 @@ def grade(root: Path, assignment: str, options: GradeOptions | None = None) -> G
                 if progress is not None:
                     progress.close()
                 detail = failure_detail(gen, stderr)
-                raise CourseError(f"could not load {assignment} into the gradebook:\n{detail[-3000:]}")
+                raise CourseError(
+                    f"could not load {assignment} into the gradebook:\n{detail[-3000:]}"
+                )
             stuck = [sid for sid in remaining if sid not in events_by_student]
             if stuck:
                 # The process died or hung on stuck[0]; report it and carry on with the rest.
                 events_by_student[stuck[0]] = {
-                    "op": "grade_student", "student": stuck[0], "success": False,
+                    "op": "grade_student",
+                    "student": stuck[0],
+                    "success": False,
                     "error": "the grading process stopped responding on this submission and was restarted"
-                    if code == -9 else f"the grading process crashed (exit code {code}): {stderr[-300:]}",
+                    if code == -9
+                    else f"the grading process crashed (exit code {code}): {stderr[-300:]}",
                 }
                 if progress is not None:
                     progress.update(1)
@@ -194,7 +219,11 @@ def grade(root: Path, assignment: str, options: GradeOptions | None = None) -> G
             progress.close()
 
         released_now = release_dir / assignment
-        diffs = compare_trees(released_now, root / dirs["release"] / assignment) if released_now.is_dir() else []
+        diffs = (
+            compare_trees(released_now, root / dirs["release"] / assignment)
+            if released_now.is_dir()
+            else []
+        )
         if diffs:
             report.warnings.append(
                 f"{dirs['release']}/{assignment} is not what {dirs['source']}/{assignment} generates now "
@@ -211,14 +240,24 @@ def grade(root: Path, assignment: str, options: GradeOptions | None = None) -> G
     for sid in todo:
         event = events_by_student.get(sid, {"success": False, "error": "not processed"})
         previous = report.students.get(sid)
-        prev_score = previous.score if previous and previous.status == GRADED else (previous.previous_score if previous else None)
-        result = StudentResult(sid, fingerprint=prints[sid], graded_at=_now(), seconds=event.get("seconds"))
+        prev_score = (
+            previous.score
+            if previous and previous.status == GRADED
+            else (previous.previous_score if previous else None)
+        )
+        result = StudentResult(
+            sid, fingerprint=prints[sid], graded_at=_now(), seconds=event.get("seconds")
+        )
         pre = event.get("preflight") or {}
         result.notes = list(pre.get("notes", []))
         feedback = event.get("feedback_result")
         if event.get("success"):
             row = scores.get(sid, {})
-            result.status, result.score, result.max_score = GRADED, row.get("score"), row.get("max_score", max_score)
+            result.status, result.score, result.max_score = (
+                GRADED,
+                row.get("score"),
+                row.get("max_score", max_score),
+            )
             result.timeouts = int(event.get("timeouts") or 0)
             if result.timeouts:
                 result.notes.append(f"{result.timeouts} cell(s) interrupted at the time limit")

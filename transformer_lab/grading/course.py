@@ -84,7 +84,7 @@ def failure_detail(event: dict | None, stderr: str = "") -> str:
     event = event or {}
     log, error = event.get("log") or "", event.get("error") or ""
     if "[ERROR]" in log:
-        return log[log.index("[ERROR]"):]
+        return log[log.index("[ERROR]") :]
     return error or log or stderr
 
 
@@ -115,7 +115,9 @@ def run_driver(
     # nbgrader runs the `alembic` command of its own environment to open the gradebook; when a
     # venv's Python is called by path (`.venv/bin/tlab`, `make test`) that bin/ is not on PATH.
     scripts_dir = str(Path(sys.executable).parent)
-    child_env["PATH"] = os.pathsep.join([scripts_dir] + ([child_env["PATH"]] if child_env.get("PATH") else []))
+    child_env["PATH"] = os.pathsep.join(
+        [scripts_dir] + ([child_env["PATH"]] if child_env.get("PATH") else [])
+    )
     proc = subprocess.Popen(
         # Run by path, not with -m: the driver then imports transformer_lab (and torch) only
         # when it needs the grading guards, which saves seconds on every release.

@@ -21,5 +21,7 @@ class ClearHiddenTracebacks(NbGraderPreprocessor):
         if cell.cell_type == "code" and utils.is_grade(cell) and not utils.is_solution(cell):
             for output in cell.get("outputs", []):
                 if output.get("output_type") == "error":
-                    output["traceback"] = [f"\x1b[0;31m{output.get('ename', 'Error')}\x1b[0m: {output.get('evalue', '')}"]
+                    output["traceback"] = [
+                        f"\x1b[0;31m{output.get('ename', 'Error')}\x1b[0m: {output.get('evalue', '')}"
+                    ]
         return cell, resources

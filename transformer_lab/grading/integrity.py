@@ -67,7 +67,8 @@ def restore_missing_cells(submitted, released) -> tuple[object, list[str]]:
                 (
                     i
                     for i, c in enumerate(nb.cells)
-                    if (prev_gid and _grade_id(c) == prev_gid) or (not prev_gid and prev_id and c.get("id") == prev_id)
+                    if (prev_gid and _grade_id(c) == prev_gid)
+                    or (not prev_gid and prev_id and c.get("id") == prev_id)
                 ),
                 None,
             )
@@ -93,7 +94,11 @@ def _read_notebook(path: Path):
         raw = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ValueError(f"not a notebook: invalid JSON ({exc.msg} at line {exc.lineno})") from None
-    if not isinstance(raw, dict) or raw.get("nbformat") != 4 or not isinstance(raw.get("cells"), list):
+    if (
+        not isinstance(raw, dict)
+        or raw.get("nbformat") != 4
+        or not isinstance(raw.get("cells"), list)
+    ):
         raise ValueError("not a notebook: the JSON is not an nbformat-4 notebook")
     try:
         nb = nbformat.reads(text, as_version=4)
@@ -104,7 +109,9 @@ def _read_notebook(path: Path):
     return nb
 
 
-def preflight(student: str, submission: Path, released: dict[str, object], staging: Path) -> Preflight:
+def preflight(
+    student: str, submission: Path, released: dict[str, object], staging: Path
+) -> Preflight:
     """Check one submission folder and write a gradable copy into ``staging``.
 
     Args:
@@ -127,7 +134,9 @@ def preflight(student: str, submission: Path, released: dict[str, object], stagi
     renames: dict[str, Path] = {}
     if len(missing) == 1 and len(unknown) == 1:
         renames[missing[0]] = found[unknown[0]]
-        result.notes.append(f"graded {unknown[0]}.ipynb as {missing[0]}.ipynb (renamed by the student)")
+        result.notes.append(
+            f"graded {unknown[0]}.ipynb as {missing[0]}.ipynb (renamed by the student)"
+        )
         missing = []
     for name in missing:
         result.notes.append(f"{name}.ipynb missing: scored 0")

@@ -36,7 +36,9 @@ class ReleaseResult:
     """Outcome of a release or of a release check."""
 
     assignments: list[str] = field(default_factory=list)
-    differences: list[str] = field(default_factory=list)  # empty = notebooks/ is exactly the release
+    differences: list[str] = field(
+        default_factory=list
+    )  # empty = notebooks/ is exactly the release
     removed: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
@@ -143,7 +145,9 @@ def release(root: Path, check: bool = False, assignments: list[str] | None = Non
     for r in author_paths([source], check=True) if source.is_dir() else []:
         problems += [f"{r.path}: {e}" for e in r.errors]
         if r.changes:
-            problems.append(f"{r.path}: not normalised ({r.changes[0]}, ...); run `tlab author {source}`")
+            problems.append(
+                f"{r.path}: not normalised ({r.changes[0]}, ...); run `tlab author {source}`"
+            )
     if problems:
         raise CourseError("the solutions are not ready to release:\n  " + "\n  ".join(problems))
 
@@ -155,9 +159,12 @@ def release(root: Path, check: bool = False, assignments: list[str] | None = Non
         stale = [] if assignments is not None else [n for n in existing if n not in names]
         if check:
             for name in names:
-                result.differences += compare_trees(fresh / name, target / name, f"{dirs['release']}/{name}/")
+                result.differences += compare_trees(
+                    fresh / name, target / name, f"{dirs['release']}/{name}/"
+                )
             result.differences += [
-                f"{dirs['release']}/{n}/: no such assignment in {dirs['source']}/ (stale)" for n in stale
+                f"{dirs['release']}/{n}/: no such assignment in {dirs['source']}/ (stale)"
+                for n in stale
             ]
             if assignments is None and target.is_dir():
                 result.differences += [

@@ -74,7 +74,7 @@ class GradingReport:
         return root / "reports" / f"{assignment}_grades.csv"
 
     @classmethod
-    def load(cls, root: Path, assignment: str) -> "GradingReport":
+    def load(cls, root: Path, assignment: str) -> GradingReport:
         path = cls.store_path(root, assignment)
         report = cls(assignment)
         if path.is_file():
@@ -110,7 +110,9 @@ class GradingReport:
                         "max_score": "" if r.max_score is None else _num(r.max_score),
                         "reason": r.reason,
                         "notes": "; ".join(r.notes),
-                        "previous_score": "" if r.previous_score is None else _num(r.previous_score),
+                        "previous_score": ""
+                        if r.previous_score is None
+                        else _num(r.previous_score),
                         "graded_at": r.graded_at,
                         "seconds": "" if r.seconds is None else f"{r.seconds:.1f}",
                     }
@@ -123,18 +125,26 @@ class GradingReport:
         return all(r.status == GRADED for r in self.students.values())
 
     def summary(self) -> str:
-        lines = [f"Grading report for {self.assignment} (max score {_num(self.max_score) if self.max_score is not None else '?'}):"]
+        lines = [
+            f"Grading report for {self.assignment} (max score {_num(self.max_score) if self.max_score is not None else '?'}):"
+        ]
         graded = [r for r in self.students.values() if r.status == GRADED]
         failed = [r for r in self.students.values() if r.status != GRADED]
         width = max([len(s) for s in self.students] + [7])
         for r in sorted(graded, key=lambda r: r.student_id):
             fresh = "" if r.student_id in self.graded_now else "  (earlier run)"
             notes = f"  [{'; '.join(r.notes)}]" if r.notes else ""
-            lines.append(f"  {r.student_id:<{width}}  {_num(r.score):>6} / {_num(r.max_score)}{fresh}{notes}")
+            lines.append(
+                f"  {r.student_id:<{width}}  {_num(r.score):>6} / {_num(r.max_score)}{fresh}{notes}"
+            )
         if failed:
             lines.append("Could not be graded (no score recorded; NOT a zero):")
             for r in sorted(failed, key=lambda r: r.student_id):
-                prev = f" (previous score {_num(r.previous_score)} kept)" if r.previous_score is not None else ""
+                prev = (
+                    f" (previous score {_num(r.previous_score)} kept)"
+                    if r.previous_score is not None
+                    else ""
+                )
                 lines.append(f"  {r.student_id:<{width}}  {r.reason}{prev}")
         lines.append(f"{len(graded)} graded, {len(failed)} could not be graded.")
         for w in self.warnings:

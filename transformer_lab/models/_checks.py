@@ -6,7 +6,8 @@ received, so a wrong config fails when it is built rather than deep inside a for
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -26,7 +27,9 @@ def check_positive(config: Any, *fields: str) -> None:
     for field in fields:
         value = getattr(config, field)
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            raise ValueError(f"{_name(config, field)} must be a positive integer, but received {field}={value!r}.")
+            raise ValueError(
+                f"{_name(config, field)} must be a positive integer, but received {field}={value!r}."
+            )
 
 
 def check_probability(config: Any, *fields: str) -> None:
@@ -34,20 +37,26 @@ def check_probability(config: Any, *fields: str) -> None:
     for field in fields:
         value = getattr(config, field)
         if not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
-            raise ValueError(f"{_name(config, field)} must be a probability in [0, 1), but received {field}={value!r}.")
+            raise ValueError(
+                f"{_name(config, field)} must be a probability in [0, 1), but received {field}={value!r}."
+            )
 
 
 def check_eps(config: Any, field: str = "eps") -> None:
     value = getattr(config, field)
     if not isinstance(value, (int, float)) or not value > 0:
-        raise ValueError(f"{_name(config, field)} must be a small positive number, but received {field}={value!r}.")
+        raise ValueError(
+            f"{_name(config, field)} must be a small positive number, but received {field}={value!r}."
+        )
 
 
 def check_choice(config: Any, field: str, options: Iterable[Any]) -> None:
     value = getattr(config, field)
     options = tuple(options)
     if value not in options:
-        raise ValueError(f"{_name(config, field)} must be one of {list(options)}, but received {field}={value!r}.")
+        raise ValueError(
+            f"{_name(config, field)} must be one of {list(options)}, but received {field}={value!r}."
+        )
 
 
 def check_heads(config: Any, width: str = "d_model", heads: str = "n_head") -> None:
@@ -65,9 +74,13 @@ def check_token_ids(name: str, ids: object, vocab_size: int, max_len: int | None
     check_tensor(name, ids, dims=2)
     assert isinstance(ids, Tensor)
     if ids.dtype.is_floating_point or ids.dtype == torch.bool or ids.is_complex():
-        raise TypeError(f"{name} must hold integer token ids (torch.long), but received dtype {ids.dtype}.")
+        raise TypeError(
+            f"{name} must hold integer token ids (torch.long), but received dtype {ids.dtype}."
+        )
     if ids.shape[1] == 0:
-        raise ValueError(f"{name} must hold at least one token per sequence, but received shape {tuple(ids.shape)}.")
+        raise ValueError(
+            f"{name} must hold at least one token per sequence, but received shape {tuple(ids.shape)}."
+        )
     if max_len is not None and ids.shape[1] > max_len:
         raise ValueError(
             f"{name} has {ids.shape[1]} tokens per sequence, but the position table holds only "

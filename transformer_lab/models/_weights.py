@@ -7,7 +7,7 @@ loudly, naming the parameter and both shapes, instead of broadcasting or silentl
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 import torch
 from torch import Tensor, nn
@@ -38,10 +38,14 @@ def load_weights(
     targets.update((name, b) for name, b in model.named_buffers() if _is_persistent(model, name))
     unknown = sorted(set(weights) - set(targets))
     if unknown:
-        raise KeyError(f"{source} contain {unknown[0]!r}, which is not a parameter of {type(model).__name__}.")
+        raise KeyError(
+            f"{source} contain {unknown[0]!r}, which is not a parameter of {type(model).__name__}."
+        )
     missing = sorted(set(targets) - set(weights) - set(allow_missing))
     if missing:
-        raise KeyError(f"{source} have no weight for parameter {missing[0]!r} of {type(model).__name__}.")
+        raise KeyError(
+            f"{source} have no weight for parameter {missing[0]!r} of {type(model).__name__}."
+        )
     with torch.no_grad():
         for name, value in weights.items():
             target = targets[name]

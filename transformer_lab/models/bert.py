@@ -13,8 +13,9 @@ matrix is the token embedding (tied). Argument names follow Hugging Face (``inpu
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -27,7 +28,13 @@ from transformer_lab.models._weights import load_weights
 from transformer_lab.models.outputs import BertOutput, MaskedLMOutput, SequenceClassifierOutput
 from transformer_lab.positional import LearnedPositionalEmbedding
 
-__all__ = ["BertConfig", "BERT", "BertForMaskedLM", "BertForSequenceClassification", "apply_bert_masking"]
+__all__ = [
+    "BertConfig",
+    "BERT",
+    "BertForMaskedLM",
+    "BertForSequenceClassification",
+    "apply_bert_masking",
+]
 
 
 @dataclass(frozen=True)
@@ -36,7 +43,9 @@ class BertConfig:
 
     vocab_size: int = 30522  # V: BERT's uncased WordPiece vocabulary
     max_len: int = 512  # rows of the learned position table (the longest input)
-    positions: bool = True  # False drops the position table: the encoder can no longer see word order
+    positions: bool = (
+        True  # False drops the position table: the encoder can no longer see word order
+    )
     type_vocab_size: int = 2  # segments: sentence A and sentence B
     n_layer: int = 12  # encoder blocks
     n_head: int = 12  # attention heads H
@@ -52,7 +61,17 @@ class BertConfig:
     def __post_init__(self) -> None:
         if self.d_ff is None:
             object.__setattr__(self, "d_ff", 4 * self.d_model)
-        _checks.check_positive(self, "vocab_size", "max_len", "type_vocab_size", "n_layer", "n_head", "d_model", "d_ff", "n_labels")
+        _checks.check_positive(
+            self,
+            "vocab_size",
+            "max_len",
+            "type_vocab_size",
+            "n_layer",
+            "n_head",
+            "d_model",
+            "d_ff",
+            "n_labels",
+        )
         _checks.check_heads(self)
         _checks.check_probability(self, "dropout")
         _checks.check_eps(self)
@@ -64,19 +83,21 @@ class BertConfig:
             )
 
     @classmethod
-    def base(cls, **overrides: Any) -> "BertConfig":
+    def base(cls, **overrides: Any) -> BertConfig:
         """BERT-base: 12 layers, 12 heads, width 768."""
         return dataclasses.replace(cls(), **overrides)
 
     @classmethod
-    def minilm(cls, **overrides: Any) -> "BertConfig":
+    def minilm(cls, **overrides: Any) -> BertConfig:
         """all-MiniLM-L6-v2's shape: 6 layers, 12 heads, width 384, MLP 1536."""
         return dataclasses.replace(cls(n_layer=6, n_head=12, d_model=384, d_ff=1536), **overrides)
 
     @classmethod
-    def tiny(cls, **overrides: Any) -> "BertConfig":
+    def tiny(cls, **overrides: Any) -> BertConfig:
         """2 layers, 4 heads, width 128, 128 positions: trains on a CPU in minutes (pass vocab_size)."""
-        return dataclasses.replace(cls(max_len=128, n_layer=2, n_head=4, d_model=128, dropout=0.1), **overrides)
+        return dataclasses.replace(
+            cls(max_len=128, n_layer=2, n_head=4, d_model=128, dropout=0.1), **overrides
+        )
 
 
 class BERT(nn.Module):
@@ -92,12 +113,23 @@ class BERT(nn.Module):
             raise TypeError(f"BERT expects a BertConfig, but received {type(config).__name__}.")
         self.config = c = config
         self.tok_emb = nn.Embedding(c.vocab_size, c.d_model)  # (V, C)
-        self.pos_emb = LearnedPositionalEmbedding(c.max_len, c.d_model) if c.positions else None  # (max_len, C)
+        self.pos_emb = (
+            LearnedPositionalEmbedding(c.max_len, c.d_model) if c.positions else None
+        )  # (max_len, C)
         self.seg_emb = nn.Embedding(c.type_vocab_size, c.d_model)  # (segments, C)
         self.emb_norm = LayerNorm(c.d_model, c.eps, fused=c.fused)
         self.drop = nn.Dropout(c.dropout)
         self.blocks = nn.ModuleList(
-            EncoderBlock(c.d_model, c.n_head, c.d_ff, c.dropout, c.activation, norm_first=False, eps=c.eps, fused=c.fused)
+            EncoderBlock(
+                c.d_model,
+                c.n_head,
+                c.d_ff,
+                c.dropout,
+                c.activation,
+                norm_first=False,
+                eps=c.eps,
+                fused=c.fused,
+            )
             for _ in range(c.n_layer)
         )
         self.pooler = nn.Linear(c.d_model, c.d_model)  # reads the [CLS] token, then tanh
@@ -149,7 +181,7 @@ class BERT(nn.Module):
         return BertOutput(x, pooled, tuple(attentions) if output_attentions else None)
 
     @classmethod
-    def from_huggingface(cls, model: nn.Module) -> "BERT":
+    def from_huggingface(cls, model: nn.Module) -> BERT:
         """Build a BERT with the weights of a Hugging Face ``BertModel`` (pooler included).
 
         Returns:
@@ -161,7 +193,12 @@ class BERT(nn.Module):
         has_pooler = prefix + "pooler.dense.weight" in sd  # absent with add_pooling_layer=False
         ours = cls(config)
         w = bert_weights(sd, prefix, strict=True, pooler=has_pooler)
-        load_weights(ours, w, "the Hugging Face BERT weights", allow_missing=() if has_pooler else ("pooler.weight", "pooler.bias"))
+        load_weights(
+            ours,
+            w,
+            "the Hugging Face BERT weights",
+            allow_missing=() if has_pooler else ("pooler.weight", "pooler.bias"),
+        )
         return ours.eval()
 
 
@@ -179,7 +216,9 @@ class BertForMaskedLM(nn.Module):
         self._act = ACTIVATIONS[config.activation]
         self.mlm_norm = LayerNorm(config.d_model, config.eps, fused=config.fused)
         self.mlm_decoder = nn.Linear(config.d_model, config.vocab_size)  # (C -> V)
-        self.mlm_decoder.weight = self.bert.tok_emb.weight  # tied: the same E reads and writes tokens
+        self.mlm_decoder.weight = (
+            self.bert.tok_emb.weight
+        )  # tied: the same E reads and writes tokens
         _init_weights(self.mlm_dense)
         nn.init.zeros_(self.mlm_decoder.bias)
 
@@ -219,25 +258,40 @@ class BertForMaskedLM(nn.Module):
         _check_same_shape("labels", labels, input_ids)
         hidden = self.bert(input_ids, attention_mask, token_type_ids).last_hidden_state  # (B, T, C)
         chosen = labels != -100  # (B, T)
-        return F.cross_entropy(self.head(hidden[chosen]), labels[chosen])  # (M, V) vs (M,), M labelled
+        return F.cross_entropy(
+            self.head(hidden[chosen]), labels[chosen]
+        )  # (M, V) vs (M,), M labelled
 
     @classmethod
-    def from_huggingface(cls, model: nn.Module) -> "BertForMaskedLM":
+    def from_huggingface(cls, model: nn.Module) -> BertForMaskedLM:
         """Build from a Hugging Face ``BertForMaskedLM``; returns our model in eval mode."""
         config = config_from_huggingface(model.config)
         if not getattr(model.config, "tie_word_embeddings", True):
-            raise ValueError("BertForMaskedLM ties its decoder to the token embedding, but the model has tie_word_embeddings=False.")
+            raise ValueError(
+                "BertForMaskedLM ties its decoder to the token embedding, but the model has tie_word_embeddings=False."
+            )
         sd = model.state_dict()
-        w = {f"bert.{k}": v for k, v in bert_weights(sd, "bert.", strict=False, pooler=False).items()}
+        w = {
+            f"bert.{k}": v for k, v in bert_weights(sd, "bert.", strict=False, pooler=False).items()
+        }
         p = "cls.predictions."
-        w.update({
-            "mlm_dense.weight": sd[p + "transform.dense.weight"], "mlm_dense.bias": sd[p + "transform.dense.bias"],
-            "mlm_norm.weight": sd[p + "transform.LayerNorm.weight"], "mlm_norm.bias": sd[p + "transform.LayerNorm.bias"],
-            "mlm_decoder.bias": sd.get(p + "decoder.bias", sd.get(p + "bias")),
-        })
+        w.update(
+            {
+                "mlm_dense.weight": sd[p + "transform.dense.weight"],
+                "mlm_dense.bias": sd[p + "transform.dense.bias"],
+                "mlm_norm.weight": sd[p + "transform.LayerNorm.weight"],
+                "mlm_norm.bias": sd[p + "transform.LayerNorm.bias"],
+                "mlm_decoder.bias": sd.get(p + "decoder.bias", sd.get(p + "bias")),
+            }
+        )
         ours = cls(config)
         # BertForMaskedLM has no pooler, so ours keeps its initial one.
-        load_weights(ours, w, source="the Hugging Face BERT weights", allow_missing=("bert.pooler.weight", "bert.pooler.bias"))
+        load_weights(
+            ours,
+            w,
+            source="the Hugging Face BERT weights",
+            allow_missing=("bert.pooler.weight", "bert.pooler.bias"),
+        )
         return ours.eval()
 
 
@@ -267,12 +321,15 @@ class BertForSequenceClassification(nn.Module):
         return SequenceClassifierOutput(logits, loss, out.attentions)
 
     @classmethod
-    def from_huggingface(cls, model: nn.Module) -> "BertForSequenceClassification":
+    def from_huggingface(cls, model: nn.Module) -> BertForSequenceClassification:
         """Build from a Hugging Face ``BertForSequenceClassification``; returns ours in eval mode."""
         config = config_from_huggingface(model.config, n_labels=model.config.num_labels)
         sd = model.state_dict()
         w = {f"bert.{k}": v for k, v in bert_weights(sd, "bert.", strict=False).items()}
-        w["classifier.weight"], w["classifier.bias"] = sd["classifier.weight"], sd["classifier.bias"]
+        w["classifier.weight"], w["classifier.bias"] = (
+            sd["classifier.weight"],
+            sd["classifier.bias"],
+        )
         ours = cls(config)
         load_weights(ours, w, source="the Hugging Face BERT weights")
         return ours.eval()
@@ -308,14 +365,20 @@ def apply_bert_masking(
     if not 0.0 < mlm_probability < 1.0:
         raise ValueError(f"mlm_probability must lie in (0, 1), but received {mlm_probability!r}.")
     if not 0 <= mask_token_id < vocab_size:
-        raise ValueError(f"mask_token_id must lie in 0..{vocab_size - 1} (vocab_size={vocab_size}), but received {mask_token_id}.")
+        raise ValueError(
+            f"mask_token_id must lie in 0..{vocab_size - 1} (vocab_size={vocab_size}), but received {mask_token_id}."
+        )
     u = torch.rand(input_ids.shape, generator=generator, device=input_ids.device)  # who is chosen
-    r = torch.rand(input_ids.shape, generator=generator, device=input_ids.device)  # what they become
+    r = torch.rand(
+        input_ids.shape, generator=generator, device=input_ids.device
+    )  # what they become
     chosen = u < mlm_probability
     for special in special_token_ids:
         chosen &= input_ids != special
     labels = torch.where(chosen, input_ids, torch.full_like(input_ids, -100))
-    random_ids = torch.randint(vocab_size, input_ids.shape, generator=generator, device=input_ids.device)
+    random_ids = torch.randint(
+        vocab_size, input_ids.shape, generator=generator, device=input_ids.device
+    )
     inputs = torch.where(chosen & (r < 0.8), torch.full_like(input_ids, mask_token_id), input_ids)
     inputs = torch.where(chosen & (r >= 0.8) & (r < 0.9), random_ids, inputs)
     return inputs, labels
@@ -327,22 +390,41 @@ def apply_bert_masking(
 def config_from_huggingface(hf: Any, **overrides: Any) -> BertConfig:
     """Translate a Hugging Face ``BertConfig`` (object or dict from config.json) into ours."""
     get = hf.get if isinstance(hf, Mapping) else (lambda k, d=None: getattr(hf, k, d))
-    acts = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu"}
+    acts = {
+        "gelu": "gelu",
+        "gelu_new": "gelu_tanh",
+        "gelu_pytorch_tanh": "gelu_tanh",
+        "relu": "relu",
+    }
     if get("model_type") != "bert":
         raise ValueError(f"expected a BERT model, but received model_type={get('model_type')!r}.")
     if get("hidden_act") not in acts:
-        raise ValueError(f"BERT supports the activations {sorted(acts)}, but the model uses {get('hidden_act')!r}.")
+        raise ValueError(
+            f"BERT supports the activations {sorted(acts)}, but the model uses {get('hidden_act')!r}."
+        )
     if get("position_embedding_type", "absolute") != "absolute" or get("is_decoder", False):
-        raise ValueError("BERT supports absolute position embeddings in an encoder only, but the model's config differs.")
+        raise ValueError(
+            "BERT supports absolute position embeddings in an encoder only, but the model's config differs."
+        )
     return BertConfig(
-        vocab_size=get("vocab_size"), max_len=get("max_position_embeddings"), type_vocab_size=get("type_vocab_size"),
-        n_layer=get("num_hidden_layers"), n_head=get("num_attention_heads"), d_model=get("hidden_size"),
-        d_ff=get("intermediate_size"), eps=get("layer_norm_eps"), activation=acts[get("hidden_act")],
-        pad_token_id=get("pad_token_id") or 0, dropout=0.0, **overrides,
+        vocab_size=get("vocab_size"),
+        max_len=get("max_position_embeddings"),
+        type_vocab_size=get("type_vocab_size"),
+        n_layer=get("num_hidden_layers"),
+        n_head=get("num_attention_heads"),
+        d_model=get("hidden_size"),
+        d_ff=get("intermediate_size"),
+        eps=get("layer_norm_eps"),
+        activation=acts[get("hidden_act")],
+        pad_token_id=get("pad_token_id") or 0,
+        dropout=0.0,
+        **overrides,
     )
 
 
-def bert_weights(sd: Mapping[str, Tensor], prefix: str = "", strict: bool = True, pooler: bool = True) -> dict[str, Tensor]:
+def bert_weights(
+    sd: Mapping[str, Tensor], prefix: str = "", strict: bool = True, pooler: bool = True
+) -> dict[str, Tensor]:
     """Rename a Hugging Face BERT state dict (keys under ``prefix``) to our :class:`BERT` names.
 
     With ``strict``, every key under ``prefix`` must be used (``position_ids`` aside), so a
@@ -364,24 +446,39 @@ def bert_weights(sd: Mapping[str, Tensor], prefix: str = "", strict: bool = True
         "emb_norm.weight": take(e + "LayerNorm.weight"),
         "emb_norm.bias": take(e + "LayerNorm.bias"),
     }
-    n_layer = len({k[len(prefix) :].split(".")[2] for k in sd if k.startswith(prefix + "encoder.layer.")})
+    n_layer = len(
+        {k[len(prefix) :].split(".")[2] for k in sd if k.startswith(prefix + "encoder.layer.")}
+    )
     for i in range(n_layer):
         h, o = f"encoder.layer.{i}.", f"blocks.{i}."
         pairs = {
-            "self_attn.q_proj": "attention.self.query", "self_attn.k_proj": "attention.self.key",
-            "self_attn.v_proj": "attention.self.value", "self_attn.out_proj": "attention.output.dense",
-            "norm1": "attention.output.LayerNorm", "ffn.fc1": "intermediate.dense",
-            "ffn.fc2": "output.dense", "norm2": "output.LayerNorm",
+            "self_attn.q_proj": "attention.self.query",
+            "self_attn.k_proj": "attention.self.key",
+            "self_attn.v_proj": "attention.self.value",
+            "self_attn.out_proj": "attention.output.dense",
+            "norm1": "attention.output.LayerNorm",
+            "ffn.fc1": "intermediate.dense",
+            "ffn.fc2": "output.dense",
+            "norm2": "output.LayerNorm",
         }
         for ours, theirs in pairs.items():
             w[o + ours + ".weight"] = take(h + theirs + ".weight")
             w[o + ours + ".bias"] = take(h + theirs + ".bias")
     if pooler:
-        w["pooler.weight"], w["pooler.bias"] = take("pooler.dense.weight"), take("pooler.dense.bias")
+        w["pooler.weight"], w["pooler.bias"] = (
+            take("pooler.dense.weight"),
+            take("pooler.dense.bias"),
+        )
     if strict:
-        unused = sorted(k for k in sd if k.startswith(prefix) and k not in used and not k.endswith("position_ids"))
+        unused = sorted(
+            k
+            for k in sd
+            if k.startswith(prefix) and k not in used and not k.endswith("position_ids")
+        )
         if unused:
-            raise ValueError(f"the BERT weights contain parts BERT would ignore, starting with {unused[0]!r}.")
+            raise ValueError(
+                f"the BERT weights contain parts BERT would ignore, starting with {unused[0]!r}."
+            )
     return w
 
 
@@ -393,7 +490,9 @@ def _check_same_shape(name: str, x: object, ids: Tensor) -> None:
     check_tensor(name, x)
     assert isinstance(x, Tensor)
     if tuple(x.shape) != tuple(ids.shape):
-        raise ValueError(f"{name} must have the shape of input_ids {tuple(ids.shape)}, but received shape {tuple(x.shape)}.")
+        raise ValueError(
+            f"{name} must have the shape of input_ids {tuple(ids.shape)}, but received shape {tuple(x.shape)}."
+        )
 
 
 def _init_weights(module: nn.Module) -> None:

@@ -52,24 +52,34 @@ class GPTConfig:
     def __post_init__(self) -> None:
         if self.d_ff is None:
             object.__setattr__(self, "d_ff", 4 * self.d_model)
-        _checks.check_positive(self, "vocab_size", "block_size", "n_layer", "n_head", "d_model", "d_ff")
+        _checks.check_positive(
+            self, "vocab_size", "block_size", "n_layer", "n_head", "d_model", "d_ff"
+        )
         _checks.check_heads(self)
         _checks.check_probability(self, "dropout")
         _checks.check_eps(self)
         _checks.check_choice(self, "activation", _checks.ACTIVATIONS)
 
     @classmethod
-    def tiny(cls, **overrides: Any) -> "GPTConfig":
+    def tiny(cls, **overrides: Any) -> GPTConfig:
         """4 layers, 4 heads, width 128, context 64, character vocabulary of 65 (tiny Shakespeare).
 
         About 0.8M parameters: 2,000 steps at batch 12 take one to two minutes on two CPU cores.
         Uses the exact GELU (as nanoGPT does): on a CPU it is cheaper than GPT-2's tanh form.
         """
-        base = cls(vocab_size=65, block_size=64, n_layer=4, n_head=4, d_model=128, dropout=0.0, activation="gelu")
+        base = cls(
+            vocab_size=65,
+            block_size=64,
+            n_layer=4,
+            n_head=4,
+            d_model=128,
+            dropout=0.0,
+            activation="gelu",
+        )
         return dataclasses.replace(base, **overrides)
 
     @classmethod
-    def gpt2(cls, **overrides: Any) -> "GPTConfig":
+    def gpt2(cls, **overrides: Any) -> GPTConfig:
         """GPT-2 small's shape: 12 layers, 12 heads, width 768, context 1024, 50257 tokens."""
         return dataclasses.replace(cls(), **overrides)
 
@@ -134,8 +144,16 @@ class GPT(nn.Module):
         self.drop = nn.Dropout(c.dropout)
         self.blocks = nn.ModuleList(
             DecoderBlock(
-                c.d_model, c.n_head, c.d_ff, dropout=c.dropout, activation=c.activation, norm_first=True,
-                eps=c.eps, bias=c.bias, fused=c.fused, cross_attention=False,
+                c.d_model,
+                c.n_head,
+                c.d_ff,
+                dropout=c.dropout,
+                activation=c.activation,
+                norm_first=True,
+                eps=c.eps,
+                bias=c.bias,
+                fused=c.fused,
+                cross_attention=False,
             )
             for _ in range(c.n_layer)
         )
@@ -144,7 +162,9 @@ class GPT(nn.Module):
         # Weight tying (Press & Wolf, 2017): reading a token in and writing it out share E.
         if c.tie_weights:
             self.lm_head.weight = self.tok_emb.weight  # one (V, C) matrix reads and writes tokens
-        self.register_buffer("causal", causal_mask(c.block_size), persistent=False)  # (block_size, block_size)
+        self.register_buffer(
+            "causal", causal_mask(c.block_size), persistent=False
+        )  # (block_size, block_size)
         self.apply(self._init_weights)
         # GPT-2: scale the projections that write into the residual stream by 1/sqrt(2 * n_layer),
         # so the stream's variance does not grow with depth (two writes per block).
@@ -197,13 +217,17 @@ class GPT(nn.Module):
         logits = self.lm_head(self.norm_f(x))  # (B, T, V)
         loss = None
         if targets is not None:
-            loss = F.cross_entropy(logits.view(B * T, c.vocab_size), targets.reshape(B * T))  # (B*T, V) vs (B*T,)
+            loss = F.cross_entropy(
+                logits.view(B * T, c.vocab_size), targets.reshape(B * T)
+            )  # (B*T, V) vs (B*T,)
         return CausalLMOutput(logits, loss, tuple(attentions) if output_attentions else None)
 
     def _forward_cached(self, idx: Tensor, caches: list[KVCache]) -> Tensor:
         """Run only the new tokens ``idx`` (B, T) past the cached ones; return the last (B, V) logits."""
         T, offset = idx.shape[1], caches[0].length
-        x = self.tok_emb(idx) + self.pos_emb(T, offset=offset)  # (B, T, C), positions offset..offset+T-1
+        x = self.tok_emb(idx) + self.pos_emb(
+            T, offset=offset
+        )  # (B, T, C), positions offset..offset+T-1
         # One new token may see every cached key; a longer chunk also needs the causal mask.
         mask = None if T == 1 else causal_mask(T, offset + T, device=idx.device)  # (T, S)
         for block, cache in zip(self.blocks, caches):
@@ -265,7 +289,7 @@ class GPT(nn.Module):
         return idx
 
     @classmethod
-    def from_huggingface(cls, model: nn.Module) -> "GPT":
+    def from_huggingface(cls, model: nn.Module) -> GPT:
         """Build a GPT with the weights of a Hugging Face ``GPT2LMHeadModel`` (or ``GPT2Model``).
 
         GPT-2 keeps its linear layers in ``Conv1D`` modules that store (in, out) matrices, and
@@ -275,23 +299,47 @@ class GPT(nn.Module):
             our :class:`GPT` in eval mode.
         """
         hf = model.config
-        activations = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu", "relu": "relu"}
+        activations = {
+            "gelu_new": "gelu_tanh",
+            "gelu_pytorch_tanh": "gelu_tanh",
+            "gelu": "gelu",
+            "relu": "relu",
+        }
         if getattr(hf, "model_type", None) != "gpt2":
-            raise ValueError(f"from_huggingface expects a GPT-2 model, but received model_type={getattr(hf, 'model_type', None)!r}.")
+            raise ValueError(
+                f"from_huggingface expects a GPT-2 model, but received model_type={getattr(hf, 'model_type', None)!r}."
+            )
         if hf.activation_function not in activations:
-            raise ValueError(f"GPT supports the activations {sorted(activations)}, but the model uses {hf.activation_function!r}.")
-        if not hf.scale_attn_weights or hf.scale_attn_by_inverse_layer_idx or getattr(hf, "add_cross_attention", False):
-            raise ValueError("GPT supports GPT-2's standard attention only (scaled by 1/sqrt(D), no cross-attention), but the model's config differs.")
+            raise ValueError(
+                f"GPT supports the activations {sorted(activations)}, but the model uses {hf.activation_function!r}."
+            )
+        if (
+            not hf.scale_attn_weights
+            or hf.scale_attn_by_inverse_layer_idx
+            or getattr(hf, "add_cross_attention", False)
+        ):
+            raise ValueError(
+                "GPT supports GPT-2's standard attention only (scaled by 1/sqrt(D), no cross-attention), but the model's config differs."
+            )
         tied = getattr(hf, "tie_word_embeddings", True)
         config = GPTConfig(
-            vocab_size=hf.vocab_size, block_size=hf.n_positions, n_layer=hf.n_layer, n_head=hf.n_head,
-            d_model=hf.n_embd, d_ff=hf.n_inner or 4 * hf.n_embd, eps=hf.layer_norm_epsilon,
-            activation=activations[hf.activation_function], dropout=0.0, tie_weights=tied,
+            vocab_size=hf.vocab_size,
+            block_size=hf.n_positions,
+            n_layer=hf.n_layer,
+            n_head=hf.n_head,
+            d_model=hf.n_embd,
+            d_ff=hf.n_inner or 4 * hf.n_embd,
+            eps=hf.layer_norm_epsilon,
+            activation=activations[hf.activation_function],
+            dropout=0.0,
+            tie_weights=tied,
         )
         ours = cls(config)
         sd = model.state_dict()
         p = "transformer." if "transformer.wte.weight" in sd else ""
-        used = {"lm_head.weight"} if tied else set()  # a tied head is wte again, so it carries nothing new
+        used = (
+            {"lm_head.weight"} if tied else set()
+        )  # a tied head is wte again, so it carries nothing new
 
         def take(key: str) -> Tensor:
             used.add(p + key)
@@ -303,8 +351,13 @@ class GPT(nn.Module):
             h, o = f"h.{i}.", f"blocks.{i}."
             qkv_w = linear_from_conv1d(take(h + "attn.c_attn.weight"))  # (C, 3C) -> (3C, C)
             qkv_b = take(h + "attn.c_attn.bias")  # (3C,)
-            for name, wt, bs in zip("qkv", qkv_w.split(C, dim=0), qkv_b.split(C)):  # each (C, C), (C,)
-                w[o + f"self_attn.{name}_proj.weight"], w[o + f"self_attn.{name}_proj.bias"] = wt, bs
+            for name, wt, bs in zip(
+                "qkv", qkv_w.split(C, dim=0), qkv_b.split(C)
+            ):  # each (C, C), (C,)
+                w[o + f"self_attn.{name}_proj.weight"], w[o + f"self_attn.{name}_proj.bias"] = (
+                    wt,
+                    bs,
+                )
             w[o + "self_attn.out_proj.weight"] = linear_from_conv1d(take(h + "attn.c_proj.weight"))
             w[o + "self_attn.out_proj.bias"] = take(h + "attn.c_proj.bias")
             w[o + "ffn.fc1.weight"] = linear_from_conv1d(take(h + "mlp.c_fc.weight"))
@@ -317,12 +370,18 @@ class GPT(nn.Module):
         w["norm_f.weight"], w["norm_f.bias"] = take("ln_f.weight"), take("ln_f.bias")
         if not tied:
             if "lm_head.weight" not in sd:
-                raise ValueError("the Hugging Face model has tie_word_embeddings=False but no lm_head: load a GPT2LMHeadModel.")
+                raise ValueError(
+                    "the Hugging Face model has tie_word_embeddings=False but no lm_head: load a GPT2LMHeadModel."
+                )
             used.add("lm_head.weight")
             w["lm_head.weight"] = sd["lm_head.weight"]
-        unused = sorted(k for k in sd if k not in used and not k.endswith((".attn.bias", ".attn.masked_bias")))
+        unused = sorted(
+            k for k in sd if k not in used and not k.endswith((".attn.bias", ".attn.masked_bias"))
+        )
         if unused:
-            raise ValueError(f"the Hugging Face model has weights GPT would ignore, starting with {unused[0]!r}.")
+            raise ValueError(
+                f"the Hugging Face model has weights GPT would ignore, starting with {unused[0]!r}."
+            )
         load_weights(ours, w, source="the Hugging Face GPT-2 weights")
         return ours.eval()
 
@@ -336,12 +395,22 @@ def _steps(n: int, progress: bool | None, desc: str):
     return tqdm(range(n), desc=desc, leave=False)
 
 
-def _check_sampling(max_new_tokens: int, temperature: float, top_k: int | None, top_p: float | None) -> None:
+def _check_sampling(
+    max_new_tokens: int, temperature: float, top_k: int | None, top_p: float | None
+) -> None:
     """Validate generate()'s sampling arguments."""
-    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 0:
-        raise ValueError(f"max_new_tokens must be a non-negative integer, but received {max_new_tokens!r}.")
+    if (
+        isinstance(max_new_tokens, bool)
+        or not isinstance(max_new_tokens, int)
+        or max_new_tokens < 0
+    ):
+        raise ValueError(
+            f"max_new_tokens must be a non-negative integer, but received {max_new_tokens!r}."
+        )
     if not isinstance(temperature, (int, float)) or temperature < 0:
-        raise ValueError(f"temperature must be >= 0 (0 means greedy), but received {temperature!r}.")
+        raise ValueError(
+            f"temperature must be >= 0 (0 means greedy), but received {temperature!r}."
+        )
     if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1):
         raise ValueError(f"top_k must be a positive integer or None, but received {top_k!r}.")
     if top_p is not None and not (isinstance(top_p, (int, float)) and 0.0 < top_p <= 1.0):

@@ -55,27 +55,48 @@ class Seq2SeqConfig:
 
     def __post_init__(self) -> None:
         _checks.check_positive(
-            self, "src_vocab_size", "tgt_vocab_size", "d_model", "n_head", "n_encoder_layers", "n_decoder_layers", "d_ff", "max_len"
+            self,
+            "src_vocab_size",
+            "tgt_vocab_size",
+            "d_model",
+            "n_head",
+            "n_encoder_layers",
+            "n_decoder_layers",
+            "d_ff",
+            "max_len",
         )
         _checks.check_heads(self)
         _checks.check_probability(self, "dropout")
         _checks.check_eps(self)
         _checks.check_choice(self, "activation", _checks.ACTIVATIONS)
         if self.d_model % 2:
-            raise ValueError(f"Seq2SeqConfig.d_model must be even for sinusoidal positions (sin/cos pairs), but received d_model={self.d_model}.")
+            raise ValueError(
+                f"Seq2SeqConfig.d_model must be even for sinusoidal positions (sin/cos pairs), but received d_model={self.d_model}."
+            )
         if not 0 <= self.pad_id < min(self.src_vocab_size, self.tgt_vocab_size):
-            raise ValueError(f"Seq2SeqConfig.pad_id must be a valid id in both vocabularies, but received pad_id={self.pad_id}.")
+            raise ValueError(
+                f"Seq2SeqConfig.pad_id must be a valid id in both vocabularies, but received pad_id={self.pad_id}."
+            )
 
     @classmethod
-    def base(cls, **overrides: Any) -> "Seq2SeqConfig":
+    def base(cls, **overrides: Any) -> Seq2SeqConfig:
         """The paper's base model: 6 + 6 layers, width 512, 8 heads, MLP 2048."""
         return dataclasses.replace(cls(), **overrides)
 
     @classmethod
-    def tiny(cls, **overrides: Any) -> "Seq2SeqConfig":
+    def tiny(cls, **overrides: Any) -> Seq2SeqConfig:
         """2 + 2 layers, width 64, 4 heads: learns a toy translation task on a CPU in a minute or two."""
-        base = cls(src_vocab_size=32, tgt_vocab_size=64, d_model=64, n_head=4, n_encoder_layers=2,
-                   n_decoder_layers=2, d_ff=128, dropout=0.1, max_len=64)
+        base = cls(
+            src_vocab_size=32,
+            tgt_vocab_size=64,
+            d_model=64,
+            n_head=4,
+            n_encoder_layers=2,
+            n_decoder_layers=2,
+            d_ff=128,
+            dropout=0.1,
+            max_len=64,
+        )
         return dataclasses.replace(base, **overrides)
 
 
@@ -89,21 +110,35 @@ class Seq2SeqTransformer(nn.Module):
     def __init__(self, config: Seq2SeqConfig) -> None:
         super().__init__()
         if not isinstance(config, Seq2SeqConfig):
-            raise TypeError(f"Seq2SeqTransformer expects a Seq2SeqConfig, but received {type(config).__name__}.")
+            raise TypeError(
+                f"Seq2SeqTransformer expects a Seq2SeqConfig, but received {type(config).__name__}."
+            )
         self.config = c = config
         self.src_emb = nn.Embedding(c.src_vocab_size, c.d_model)  # (V_src, C)
         self.tgt_emb = nn.Embedding(c.tgt_vocab_size, c.d_model)  # (V_tgt, C)
         self.pos = SinusoidalPositionalEncoding(c.d_model, c.max_len)
         self.drop = nn.Dropout(c.dropout)
-        kw = dict(dropout=c.dropout, activation=c.activation, norm_first=c.norm_first, eps=c.eps, fused=c.fused)
-        self.encoder_layers = nn.ModuleList(EncoderBlock(c.d_model, c.n_head, c.d_ff, **kw) for _ in range(c.n_encoder_layers))
+        kw = dict(
+            dropout=c.dropout,
+            activation=c.activation,
+            norm_first=c.norm_first,
+            eps=c.eps,
+            fused=c.fused,
+        )
+        self.encoder_layers = nn.ModuleList(
+            EncoderBlock(c.d_model, c.n_head, c.d_ff, **kw) for _ in range(c.n_encoder_layers)
+        )
         self.encoder_norm = LayerNorm(c.d_model, c.eps, fused=c.fused)
-        self.decoder_layers = nn.ModuleList(DecoderBlock(c.d_model, c.n_head, c.d_ff, **kw) for _ in range(c.n_decoder_layers))
+        self.decoder_layers = nn.ModuleList(
+            DecoderBlock(c.d_model, c.n_head, c.d_ff, **kw) for _ in range(c.n_decoder_layers)
+        )
         self.decoder_norm = LayerNorm(c.d_model, c.eps, fused=c.fused)
         self.out_proj = nn.Linear(c.d_model, c.tgt_vocab_size)  # (C -> V_tgt)
         for p in self.parameters():
             if p.dim() > 1:
-                nn.init.xavier_uniform_(p)  # as in torch.nn.Transformer and the Annotated Transformer
+                nn.init.xavier_uniform_(
+                    p
+                )  # as in torch.nn.Transformer and the Annotated Transformer
         self._scale = math.sqrt(c.d_model) if c.scale_embeddings else 1.0
 
     # --- the pieces -----------------------------------------------------------------------------
@@ -122,9 +157,14 @@ class Seq2SeqTransformer(nn.Module):
 
     def target_mask(self, tgt: Tensor) -> Tensor:
         """(B, 1, T, T) bool: causal AND not padding, for the decoder's self-attention."""
-        return combine_masks(causal_mask(tgt.shape[1], device=tgt.device), padding_mask_from_ids(tgt, self.config.pad_id))
+        return combine_masks(
+            causal_mask(tgt.shape[1], device=tgt.device),
+            padding_mask_from_ids(tgt, self.config.pad_id),
+        )
 
-    def encode(self, src: Tensor, need_weights: bool = False) -> Tensor | tuple[Tensor, list[Tensor]]:
+    def encode(
+        self, src: Tensor, need_weights: bool = False
+    ) -> Tensor | tuple[Tensor, list[Tensor]]:
         """(B, S) source ids -> (B, S, C) memory (and each layer's (B, H, S, S) weights on request)."""
         c = self.config
         _checks.check_token_ids("src", src, c.src_vocab_size, c.max_len)
@@ -157,7 +197,11 @@ class Seq2SeqTransformer(nn.Module):
     # --- the whole model ------------------------------------------------------------------------
 
     def forward(
-        self, src: Tensor, tgt: Tensor, targets: Tensor | None = None, output_attentions: bool = False
+        self,
+        src: Tensor,
+        tgt: Tensor,
+        targets: Tensor | None = None,
+        output_attentions: bool = False,
     ) -> Seq2SeqOutput:
         """Teacher-forced pass: predict the next target token at every decoder position.
 
@@ -173,7 +217,9 @@ class Seq2SeqTransformer(nn.Module):
         _checks.check_token_ids("src", src, c.src_vocab_size, c.max_len)
         _checks.check_token_ids("tgt", tgt, c.tgt_vocab_size, c.max_len)
         if src.shape[0] != tgt.shape[0]:
-            raise ValueError(f"src and tgt must have the same batch size, but received {src.shape[0]} and {tgt.shape[0]}.")
+            raise ValueError(
+                f"src and tgt must have the same batch size, but received {src.shape[0]} and {tgt.shape[0]}."
+            )
         src_mask = self.source_mask(src)
         attentions = None
         if output_attentions:
@@ -191,12 +237,16 @@ class Seq2SeqTransformer(nn.Module):
         loss = None
         if targets is not None:
             if tuple(targets.shape) != tuple(tgt.shape):
-                raise ValueError(f"targets must have the shape of tgt {tuple(tgt.shape)}, but received shape {tuple(targets.shape)}.")
+                raise ValueError(
+                    f"targets must have the shape of tgt {tuple(tgt.shape)}, but received shape {tuple(targets.shape)}."
+                )
             loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten())  # (B*T, V) vs (B*T,)
         return Seq2SeqOutput(logits, loss, memory, attentions)
 
     @torch.no_grad()
-    def greedy_decode(self, src: Tensor, max_len: int, bos_id: int, eos_id: int, use_cache: bool = True) -> Tensor:
+    def greedy_decode(
+        self, src: Tensor, max_len: int, bos_id: int, eos_id: int, use_cache: bool = True
+    ) -> Tensor:
         """Translate by always picking the most likely next token.
 
         Starts every row with ``bos_id`` and stops once every row has produced ``eos_id`` or
@@ -211,21 +261,33 @@ class Seq2SeqTransformer(nn.Module):
             (B, 1 + L) ids with L <= max_len, starting with ``bos_id``.
         """
         c = self.config
-        if isinstance(max_len, bool) or not isinstance(max_len, int) or not 0 < max_len <= c.max_len:
-            raise ValueError(f"max_len must lie in 1..{c.max_len} (the rows of the position table), but received {max_len!r}.")
+        if (
+            isinstance(max_len, bool)
+            or not isinstance(max_len, int)
+            or not 0 < max_len <= c.max_len
+        ):
+            raise ValueError(
+                f"max_len must lie in 1..{c.max_len} (the rows of the position table), but received {max_len!r}."
+            )
         for name, value in (("bos_id", bos_id), ("eos_id", eos_id)):
             if not 0 <= value < c.tgt_vocab_size:
-                raise ValueError(f"{name} must lie in 0..{c.tgt_vocab_size - 1}, but received {value}.")
+                raise ValueError(
+                    f"{name} must lie in 0..{c.tgt_vocab_size - 1}, but received {value}."
+                )
         was_training = self.training
         self.eval()
         try:
             memory, src_mask = self.encode(src), self.source_mask(src)
-            out = torch.full((src.shape[0], 1), bos_id, dtype=torch.long, device=src.device)  # (B, 1)
+            out = torch.full(
+                (src.shape[0], 1), bos_id, dtype=torch.long, device=src.device
+            )  # (B, 1)
             done = torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)
             caches = [KVCache() for _ in self.decoder_layers]
             for step in range(max_len):
                 if use_cache:
-                    x = self.embed_target(out[:, -1:], offset=step)  # (B, 1, C): only the newest token
+                    x = self.embed_target(
+                        out[:, -1:], offset=step
+                    )  # (B, 1, C): only the newest token
                     for layer, cache in zip(self.decoder_layers, caches):
                         x = layer(x, memory, self_mask=None, memory_mask=src_mask, cache=cache)
                     h = self.decoder_norm(x[:, -1])  # (B, C)

@@ -54,9 +54,15 @@ class ViTConfig:
             object.__setattr__(self, "d_ff", 4 * self.d_model)
         size = self.image_size
         sizes = (size, size) if isinstance(size, int) else tuple(size)
-        if len(sizes) != 2 or any(isinstance(s, bool) or not isinstance(s, int) or s <= 0 for s in sizes):
-            raise ValueError(f"ViTConfig.image_size must be a positive int or (height, width), but received image_size={size!r}.")
-        _checks.check_positive(self, "patch_size", "n_channels", "n_classes", "n_layer", "n_head", "d_model", "d_ff")
+        if len(sizes) != 2 or any(
+            isinstance(s, bool) or not isinstance(s, int) or s <= 0 for s in sizes
+        ):
+            raise ValueError(
+                f"ViTConfig.image_size must be a positive int or (height, width), but received image_size={size!r}."
+            )
+        _checks.check_positive(
+            self, "patch_size", "n_channels", "n_classes", "n_layer", "n_head", "d_model", "d_ff"
+        )
         if any(s % self.patch_size for s in sizes):
             raise ValueError(
                 f"ViTConfig.image_size must be a multiple of patch_size so the patches tile the image, "
@@ -92,14 +98,24 @@ class ViTConfig:
         return gh * gw
 
     @classmethod
-    def base(cls, **overrides: Any) -> "ViTConfig":
+    def base(cls, **overrides: Any) -> ViTConfig:
         """ViT-B/16: 224 x 224 RGB images, 16 x 16 patches, 12 layers, width 768."""
         return dataclasses.replace(cls(), **overrides)
 
     @classmethod
-    def tiny(cls, **overrides: Any) -> "ViTConfig":
+    def tiny(cls, **overrides: Any) -> ViTConfig:
         """8 x 8 grayscale digits in 2 x 2 patches (N = 16), 4 layers, width 64: trains on a CPU in a minute."""
-        base = cls(image_size=8, patch_size=2, n_channels=1, n_classes=10, n_layer=4, n_head=4, d_model=64, d_ff=128, dropout=0.1)
+        base = cls(
+            image_size=8,
+            patch_size=2,
+            n_channels=1,
+            n_classes=10,
+            n_layer=4,
+            n_head=4,
+            d_model=64,
+            d_ff=128,
+            dropout=0.1,
+        )
         return dataclasses.replace(base, **overrides)
 
 
@@ -137,7 +153,9 @@ class PatchEmbedding(nn.Module):
         P = self.patch_size
         conv = nn.Conv2d(self.n_channels, self.d_model, kernel_size=P, stride=P)
         with torch.no_grad():
-            conv.weight.copy_(self.proj.weight.view(self.d_model, self.n_channels, P, P))  # (C, ch*P*P) -> (C, ch, P, P)
+            conv.weight.copy_(
+                self.proj.weight.view(self.d_model, self.n_channels, P, P)
+            )  # (C, ch*P*P) -> (C, ch, P, P)
             conv.bias.copy_(self.proj.bias)
         return conv
 
@@ -155,16 +173,31 @@ class ViT(nn.Module):
             raise TypeError(f"ViT expects a ViTConfig, but received {type(config).__name__}.")
         self.config = c = config
         self.patch_emb = PatchEmbedding(c.patch_size, c.n_channels, c.d_model)
-        self.cls_token = nn.Parameter(torch.zeros(1, 1, c.d_model))  # (1, 1, C), one learned "summary" token
+        self.cls_token = nn.Parameter(
+            torch.zeros(1, 1, c.d_model)
+        )  # (1, 1, C), one learned "summary" token
         if c.position == "learned":
             self.pos_emb = LearnedPositionalEmbedding(c.n_patches + 1, c.d_model)  # (N + 1, C)
         else:
-            pe = torch.cat([torch.zeros(1, c.d_model), sinusoidal_encoding_2d(*c.grid, c.d_model)])  # (N + 1, C)
-            self.register_buffer("pos_table", pe, persistent=False)  # [CLS] gets no position: row 0 is zero
+            pe = torch.cat(
+                [torch.zeros(1, c.d_model), sinusoidal_encoding_2d(*c.grid, c.d_model)]
+            )  # (N + 1, C)
+            self.register_buffer(
+                "pos_table", pe, persistent=False
+            )  # [CLS] gets no position: row 0 is zero
             self.pos_emb = None
         self.drop = nn.Dropout(c.dropout)
         self.blocks = nn.ModuleList(
-            EncoderBlock(c.d_model, c.n_head, c.d_ff, c.dropout, c.activation, norm_first=True, eps=c.eps, fused=c.fused)
+            EncoderBlock(
+                c.d_model,
+                c.n_head,
+                c.d_ff,
+                c.dropout,
+                c.activation,
+                norm_first=True,
+                eps=c.eps,
+                fused=c.fused,
+            )
             for _ in range(c.n_layer)
         )
         self.norm_f = LayerNorm(c.d_model, c.eps, fused=c.fused)
@@ -180,7 +213,9 @@ class ViT(nn.Module):
         if self.pos_emb is not None:
             nn.init.trunc_normal_(self.pos_emb.weight, std=0.02)
 
-    def forward(self, pixel_values: Tensor, labels: Tensor | None = None, output_attentions: bool = False) -> ViTOutput:
+    def forward(
+        self, pixel_values: Tensor, labels: Tensor | None = None, output_attentions: bool = False
+    ) -> ViTOutput:
         """Classify a batch of images.
 
         Args:
@@ -213,7 +248,9 @@ class ViT(nn.Module):
         check_tensor("pixel_values", pixel_values, dims=4)
         assert isinstance(pixel_values, Tensor)
         if not pixel_values.is_floating_point():
-            raise TypeError(f"pixel_values must be a floating-point tensor, but received dtype {pixel_values.dtype}.")
+            raise TypeError(
+                f"pixel_values must be a floating-point tensor, but received dtype {pixel_values.dtype}."
+            )
         _, ch, H, W = pixel_values.shape
         if ch != c.n_channels:
             raise ValueError(
@@ -231,7 +268,7 @@ class ViT(nn.Module):
             )
 
     @classmethod
-    def from_huggingface(cls, model: nn.Module) -> "ViT":
+    def from_huggingface(cls, model: nn.Module) -> ViT:
         """Build a ViT with the weights of a Hugging Face ``ViTForImageClassification`` or ``ViTModel``.
 
         From a ``ViTModel`` (no classifier) our head keeps its initial weights and the model's
@@ -241,20 +278,35 @@ class ViT(nn.Module):
             our :class:`ViT` in eval mode.
         """
         hf = model.config
-        acts = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu"}
+        acts = {
+            "gelu": "gelu",
+            "gelu_new": "gelu_tanh",
+            "gelu_pytorch_tanh": "gelu_tanh",
+            "relu": "relu",
+        }
         if getattr(hf, "model_type", None) != "vit":
-            raise ValueError(f"from_huggingface expects a ViT model, but received model_type={getattr(hf, 'model_type', None)!r}.")
+            raise ValueError(
+                f"from_huggingface expects a ViT model, but received model_type={getattr(hf, 'model_type', None)!r}."
+            )
         if hf.hidden_act not in acts or not getattr(hf, "qkv_bias", True):
-            raise ValueError(f"ViT supports biased q/k/v and the activations {sorted(acts)}, but the model's config differs.")
+            raise ValueError(
+                f"ViT supports biased q/k/v and the activations {sorted(acts)}, but the model's config differs."
+            )
         sd = model.state_dict()
         p = "vit." if "vit.embeddings.cls_token" in sd else ""
         has_head = "classifier.weight" in sd
         config = ViTConfig(
             image_size=hf.image_size if isinstance(hf.image_size, int) else tuple(hf.image_size),
             patch_size=hf.patch_size if isinstance(hf.patch_size, int) else hf.patch_size[0],
-            n_channels=hf.num_channels, n_classes=hf.num_labels if has_head else 1000,
-            n_layer=hf.num_hidden_layers, n_head=hf.num_attention_heads, d_model=hf.hidden_size,
-            d_ff=hf.intermediate_size, eps=hf.layer_norm_eps, activation=acts[hf.hidden_act], dropout=0.0,
+            n_channels=hf.num_channels,
+            n_classes=hf.num_labels if has_head else 1000,
+            n_layer=hf.num_hidden_layers,
+            n_head=hf.num_attention_heads,
+            d_model=hf.hidden_size,
+            d_ff=hf.intermediate_size,
+            eps=hf.layer_norm_eps,
+            activation=acts[hf.hidden_act],
+            dropout=0.0,
         )
         used: set[str] = set()
 
@@ -266,24 +318,41 @@ class ViT(nn.Module):
         w = {
             "cls_token": take(e + "cls_token"),  # (1, 1, C)
             "pos_emb.weight": take(e + "position_embeddings")[0],  # (1, N + 1, C) -> (N + 1, C)
-            "patch_emb.proj.weight": take(e + "patch_embeddings.projection.weight").reshape(C, -1),  # (C, ch, P, P) -> (C, ch*P*P)
+            "patch_emb.proj.weight": take(e + "patch_embeddings.projection.weight").reshape(
+                C, -1
+            ),  # (C, ch, P, P) -> (C, ch*P*P)
             "patch_emb.proj.bias": take(e + "patch_embeddings.projection.bias"),
         }
         names = {
-            "self_attn.q_proj": "attention.q_proj", "self_attn.k_proj": "attention.k_proj",
-            "self_attn.v_proj": "attention.v_proj", "self_attn.out_proj": "attention.o_proj",
-            "norm1": "layernorm_before", "norm2": "layernorm_after", "ffn.fc1": "mlp.fc1", "ffn.fc2": "mlp.fc2",
+            "self_attn.q_proj": "attention.q_proj",
+            "self_attn.k_proj": "attention.k_proj",
+            "self_attn.v_proj": "attention.v_proj",
+            "self_attn.out_proj": "attention.o_proj",
+            "norm1": "layernorm_before",
+            "norm2": "layernorm_after",
+            "ffn.fc1": "mlp.fc1",
+            "ffn.fc2": "mlp.fc2",
         }
         for i in range(config.n_layer):
             for ours, theirs in names.items():
                 for leaf in ("weight", "bias"):
                     w[f"blocks.{i}.{ours}.{leaf}"] = take(f"{p}layers.{i}.{theirs}.{leaf}")
-        w["norm_f.weight"], w["norm_f.bias"] = take(p + "layernorm.weight"), take(p + "layernorm.bias")
+        w["norm_f.weight"], w["norm_f.bias"] = (
+            take(p + "layernorm.weight"),
+            take(p + "layernorm.bias"),
+        )
         if has_head:
             w["head.weight"], w["head.bias"] = take("classifier.weight"), take("classifier.bias")
         unused = sorted(k for k in sd if k not in used and not k.startswith(p + "pooler."))
         if unused:
-            raise ValueError(f"the Hugging Face model has weights ViT would ignore, starting with {unused[0]!r}.")
+            raise ValueError(
+                f"the Hugging Face model has weights ViT would ignore, starting with {unused[0]!r}."
+            )
         ours = cls(config)
-        load_weights(ours, w, "the Hugging Face ViT weights", allow_missing=() if has_head else ("head.weight", "head.bias"))
+        load_weights(
+            ours,
+            w,
+            "the Hugging Face ViT weights",
+            allow_missing=() if has_head else ("head.weight", "head.bias"),
+        )
         return ours.eval()

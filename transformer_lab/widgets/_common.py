@@ -39,7 +39,9 @@ UpdateFn = Callable[[], tuple[dict[str, Any], str]]
 
 
 def new_figure(
-    ncols: int = 1, figsize: tuple[float, float] = (10.0, 3.2), width_ratios: list[float] | None = None
+    ncols: int = 1,
+    figsize: tuple[float, float] = (10.0, 3.2),
+    width_ratios: list[float] | None = None,
 ) -> tuple[Figure, list[Any]]:
     """A figure with ``ncols`` axes in a row, on its own Agg canvas (never pyplot's global state,
     so the inline backend does not also print it)."""
@@ -56,7 +58,9 @@ def encode_png(fig: Figure) -> bytes:
     only slightly larger, which is what matters for a slider.
     """
     width, height = fig.canvas.get_width_height(physical=True)
-    pixels = PILImage.frombuffer("RGBA", (width, height), fig.canvas.buffer_rgba(), "raw", "RGBA", 0, 1)
+    pixels = PILImage.frombuffer(
+        "RGBA", (width, height), fig.canvas.buffer_rgba(), "raw", "RGBA", 0, 1
+    )
     buf = io.BytesIO()
     pixels.save(buf, format="png", compress_level=1)
     return buf.getvalue()
@@ -156,7 +160,9 @@ class Explorer(widgets.VBox):
             ``state`` holds the plotted arrays (see :meth:`state`).
     """
 
-    def __init__(self, title: str, controls: dict[str, widgets.Widget], view: FigureView, update: UpdateFn) -> None:
+    def __init__(
+        self, title: str, controls: dict[str, widgets.Widget], view: FigureView, update: UpdateFn
+    ) -> None:
         image = widgets.Image(format="png", layout=widgets.Layout(max_width="100%", height="auto"))
         readout = widgets.HTML()
         header = widgets.HTML(f"<b>{html.escape(title)}</b>")
@@ -191,9 +197,7 @@ class Explorer(widgets.VBox):
         try:
             state, readout = self._update()
         except Exception as err:
-            self.readout.value = (
-                f"<span style='color:{RED}'>{html.escape(type(err).__name__)}: {html.escape(str(err))}</span>"
-            )
+            self.readout.value = f"<span style='color:{RED}'>{html.escape(type(err).__name__)}: {html.escape(str(err))}</span>"
             raise
         finally:
             self._busy = False

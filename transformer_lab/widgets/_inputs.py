@@ -32,7 +32,9 @@ def as_float_tensor(name: str, values: object) -> Tensor:
     try:
         return torch.as_tensor(values, dtype=torch.float32)
     except (TypeError, ValueError, RuntimeError):
-        raise TypeError(f"{name} must be a tensor or a list of numbers, but received {values!r}.") from None
+        raise TypeError(
+            f"{name} must be a tensor or a list of numbers, but received {values!r}."
+        ) from None
 
 
 def check_positive(name: str, value: object) -> None:

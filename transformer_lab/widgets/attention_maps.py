@@ -19,7 +19,12 @@ from torch import Tensor, nn
 
 from transformer_lab.attention import SelfAttention, scaled_dot_product_attention
 from transformer_lab.heads import MultiHeadAttention
-from transformer_lab.widgets._inputs import check_embeddings, check_positive, check_tokens, seeded_embeddings
+from transformer_lab.widgets._inputs import (
+    check_embeddings,
+    check_positive,
+    check_tokens,
+    seeded_embeddings,
+)
 from transformer_lab.widgets._placeholder import placeholder_if_grading
 
 __all__ = ["attention_explorer", "heads_explorer"]
@@ -29,7 +34,9 @@ def _seeded_(linear: nn.Linear, gen: torch.Generator) -> None:
     """Weights ~ N(0, 1/C_in), bias 0: unit-variance inputs give unit-variance projections,
     so the scores are neither flat nor saturated before the sliders move them."""
     with torch.no_grad():
-        linear.weight.copy_(torch.randn(linear.weight.shape, generator=gen) / math.sqrt(linear.in_features))
+        linear.weight.copy_(
+            torch.randn(linear.weight.shape, generator=gen) / math.sqrt(linear.in_features)
+        )
         if linear.bias is not None:
             linear.bias.zero_()
 
@@ -44,9 +51,18 @@ def _inputs(
     return tokens, check_embeddings(embeddings, tokens)
 
 
-def _heatmap(ax: Any, n_rows: int, n_cols: int, row_labels: list[str], col_labels: list[str]) -> Any:
+def _heatmap(
+    ax: Any, n_rows: int, n_cols: int, row_labels: list[str], col_labels: list[str]
+) -> Any:
     """An empty (T, S) weight image with token labels: rows are queries, columns keys."""
-    im = ax.imshow(np.zeros((n_rows, n_cols)), cmap="Blues", vmin=0.0, vmax=1.0, aspect="auto", interpolation="nearest")
+    im = ax.imshow(
+        np.zeros((n_rows, n_cols)),
+        cmap="Blues",
+        vmin=0.0,
+        vmax=1.0,
+        aspect="auto",
+        interpolation="nearest",
+    )
     ax.set_xticks(range(n_cols), col_labels, rotation=45, ha="right")
     ax.set_yticks(range(n_rows), row_labels)
     ax.set_xlabel("key")
@@ -115,7 +131,9 @@ def attention_explorer(
     row_title = ax_row.set_title(" ")
     labels = [ax_row.text(i, 0, "", ha="center", va="bottom", fontsize=8) for i in positions]
     out_bars = ax_out.bar(range(D), np.zeros(D), color=ui.ORANGE)
-    bound = 1.1 * float(v.abs().max())  # an output is a weighted mean of value rows: it stays inside
+    bound = 1.1 * float(
+        v.abs().max()
+    )  # an output is a weighted mean of value rows: it stays inside
     ax_out.set_ylim(-bound, bound)
     ax_out.axhline(0, color="black", lw=0.8)
     ax_out.set_xticks(range(0, D, max(1, D // 8)))
@@ -125,11 +143,16 @@ def attention_explorer(
 
     controls = {
         "query": ui.widgets.Dropdown(
-            options=[(f"{t}: {tok}", t) for t, tok in enumerate(tokens)], value=min(1, T - 1),
-            description="query", style=ui.STYLE,
+            options=[(f"{t}: {tok}", t) for t, tok in enumerate(tokens)],
+            value=min(1, T - 1),
+            description="query",
+            style=ui.STYLE,
         ),
         "scale": ui.widgets.SelectionSlider(
-            options=_scale_options(D), value=1 / math.sqrt(D), description="scores × ", style=ui.STYLE,
+            options=_scale_options(D),
+            value=1 / math.sqrt(D),
+            description="scores × ",
+            style=ui.STYLE,
             layout=ui.widgets.Layout(width="420px"),
         ),
     }
@@ -138,7 +161,9 @@ def attention_explorer(
         t = controls["query"].value
         factor = controls["scale"].value
         # scaled_dot_product_attention divides by sqrt(D) itself; fold the chosen factor into q.
-        out, weights = scaled_dot_product_attention(q * (factor * math.sqrt(D)), k, v)  # (T, D), (T, S)
+        out, weights = scaled_dot_product_attention(
+            q * (factor * math.sqrt(D)), k, v
+        )  # (T, D), (T, S)
         w = weights.numpy()
         im.set_data(w)
         row_box.set_y(t - 0.5)
@@ -173,7 +198,9 @@ def _scale_options(D: int) -> list[tuple[str, float]]:
     """Score factors from 1/(2D) to 2, two per octave, with 1/D, 1/sqrt(D) and 1 exactly."""
     special = {1 / D: "1/D (over-scaled)", 1 / math.sqrt(D): "1/√D (standard)", 1.0: "1 (unscaled)"}
     grid = [2.0 ** (e / 2) for e in range(math.floor(2 * math.log2(1 / (2 * D))), 3)]
-    values = sorted(set(special) | {g for g in grid if all(abs(math.log(g / s)) > 0.1 for s in special)})
+    values = sorted(
+        set(special) | {g for g in grid if all(abs(math.log(g / s)) > 0.1 for s in special)}
+    )
     return [(special.get(f, f"{f:.3g}"), f) for f in values]
 
 
@@ -204,7 +231,9 @@ def heads_explorer(
     C = x.shape[1]
     divisors = [h for h in range(1, C + 1) if C % h == 0]
     if n_heads not in divisors:
-        raise ValueError(f"n_heads must divide the width C={C} (one of {divisors}), but received n_heads={n_heads}.")
+        raise ValueError(
+            f"n_heads must divide the width C={C} (one of {divisors}), but received n_heads={n_heads}."
+        )
     if (placeholder := placeholder_if_grading("heads_explorer")) is not None:
         return placeholder
 
@@ -231,7 +260,13 @@ def heads_explorer(
     # The mosaic always spans x in [0, 1], whatever H, so changing H is still a cheap blit;
     # its head labels are text artists rather than ticks for the same reason.
     im_all = ax_all.imshow(
-        np.zeros((T, T)), cmap=cmap, vmin=0.0, vmax=1.0, aspect="auto", interpolation="nearest", extent=(0, 1, T - 0.5, -0.5)
+        np.zeros((T, T)),
+        cmap=cmap,
+        vmin=0.0,
+        vmax=1.0,
+        aspect="auto",
+        interpolation="nearest",
+        extent=(0, 1, T - 0.5, -0.5),
     )
     ax_all.set_xlim(0, 1)
     ax_all.set_xticks([])
@@ -240,7 +275,9 @@ def heads_explorer(
     box = ui.Rectangle((0, -0.5), 1, T, fill=False, edgecolor=ui.ORANGE, lw=2.5)
     ax_all.add_patch(box)
     head_labels = [
-        ax_all.text(0, -0.03, "", transform=ax_all.get_xaxis_transform(), ha="center", va="top", fontsize=9)
+        ax_all.text(
+            0, -0.03, "", transform=ax_all.get_xaxis_transform(), ha="center", va="top", fontsize=9
+        )
         for _ in range(C)
     ]
     view.animate(im_head, head_title, im_all, box, head_labels)
@@ -249,8 +286,11 @@ def heads_explorer(
         "n_heads": ui.widgets.SelectionSlider(
             options=divisors, value=n_heads, description="heads H", style=ui.STYLE
         ),
-        "head": ui.widgets.IntSlider(value=0, min=0, max=n_heads - 1, description="show head", style=ui.STYLE),
+        "head": ui.widgets.IntSlider(
+            value=0, min=0, max=n_heads - 1, description="show head", style=ui.STYLE
+        ),
     }
+
     def update() -> tuple[dict[str, Any], str]:
         H = controls["n_heads"].value
         controls["head"].max = H - 1  # clamps the head index when H shrinks

@@ -49,7 +49,9 @@ def mask_explorer(
     if lengths is None:
         lengths = (seq_len, seq_len - seq_len // 3)
     if len(lengths) != 2 or not all(0 <= n <= seq_len for n in lengths):
-        raise ValueError(f"lengths must be two lengths in 0..seq_len={seq_len}, but received {tuple(lengths)}.")
+        raise ValueError(
+            f"lengths must be two lengths in 0..seq_len={seq_len}, but received {tuple(lengths)}."
+        )
     if (placeholder := placeholder_if_grading("mask_explorer")) is not None:
         return placeholder
 
@@ -59,7 +61,9 @@ def mask_explorer(
 
     B, S = 2, seq_len
     gen = torch.Generator().manual_seed(seed)
-    q, k, v = (torch.randn(B, 1, S, d_head, generator=gen) for _ in range(3))  # (B, 1, T, D) each: one head
+    q, k, v = (
+        torch.randn(B, 1, S, d_head, generator=gen) for _ in range(3)
+    )  # (B, 1, T, D) each: one head
 
     fig, axes = ui.new_figure(4, figsize=(12, 3.3))
     view = ui.FigureView(fig)
@@ -67,8 +71,12 @@ def mask_explorer(
     images, pad_lines = [], []
     for b in range(B):
         ax_mask, ax_w = axes[2 * b], axes[2 * b + 1]
-        images.append(ax_mask.imshow(np.ones((S, S)), cmap=mask_cmap, vmin=0, vmax=1, interpolation="nearest"))
-        images.append(ax_w.imshow(np.zeros((S, S)), cmap="Blues", vmin=0, vmax=1, interpolation="nearest"))
+        images.append(
+            ax_mask.imshow(np.ones((S, S)), cmap=mask_cmap, vmin=0, vmax=1, interpolation="nearest")
+        )
+        images.append(
+            ax_w.imshow(np.zeros((S, S)), cmap="Blues", vmin=0, vmax=1, interpolation="nearest")
+        )
         ax_mask.set_title(f"sequence {b}: mask")
         ax_w.set_title(f"sequence {b}: weights")
         for ax in (ax_mask, ax_w):
@@ -83,15 +91,21 @@ def mask_explorer(
 
     controls = {
         "causal": ui.widgets.Checkbox(value=causal, description="causal mask", style=ui.STYLE),
-        "length_0": ui.widgets.IntSlider(value=lengths[0], min=0, max=S, description="length of sequence 0", style=ui.STYLE),
-        "length_1": ui.widgets.IntSlider(value=lengths[1], min=0, max=S, description="length of sequence 1", style=ui.STYLE),
+        "length_0": ui.widgets.IntSlider(
+            value=lengths[0], min=0, max=S, description="length of sequence 0", style=ui.STYLE
+        ),
+        "length_1": ui.widgets.IntSlider(
+            value=lengths[1], min=0, max=S, description="length of sequence 1", style=ui.STYLE
+        ),
     }
 
     def update() -> tuple[dict[str, Any], str]:
         is_causal = controls["causal"].value
         lens = [controls["length_0"].value, controls["length_1"].value]
         padding = padding_mask_from_lengths(torch.tensor(lens), S=S)  # (B, 1, 1, S)
-        mask = combine_masks(causal_mask(S) if is_causal else None, padding)  # (B, 1, T, S) or (B, 1, 1, S)
+        mask = combine_masks(
+            causal_mask(S) if is_causal else None, padding
+        )  # (B, 1, T, S) or (B, 1, 1, S)
         mask = mask.expand(B, 1, S, S)  # (B, 1, T, S)
         out, weights = scaled_dot_product_attention(q, k, v, mask)  # (B, 1, T, D), (B, 1, T, S)
         m, w = mask[:, 0].numpy(), weights[:, 0].numpy()  # (B, T, S) each

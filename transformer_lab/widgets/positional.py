@@ -33,7 +33,9 @@ def _short(x: float) -> str:
     return f"{x / 1e3:.0f}k" if x < 1e6 else f"{x / 1e6:.0f}M"
 
 
-def positional_explorer(n_positions: int = 64, d_model: int = 32, base: float = 10000.0, position: int = 5) -> Any:
+def positional_explorer(
+    n_positions: int = 64, d_model: int = 32, base: float = 10000.0, position: int = 5
+) -> Any:
     """Heatmap of sinusoidal encodings, similarity of position t to every other, and its clocks.
 
     Args:
@@ -48,13 +50,24 @@ def positional_explorer(n_positions: int = 64, d_model: int = 32, base: float = 
     """
     check_positive("n_positions", n_positions)
     if not 2 <= n_positions <= 512:
-        raise ValueError(f"n_positions must lie between 2 and 512, but received n_positions={n_positions}.")
-    if isinstance(d_model, bool) or not isinstance(d_model, int) or d_model % 2 or not 2 <= d_model <= _MAX_WIDTH:
-        raise ValueError(f"d_model must be an even integer from 2 to {_MAX_WIDTH}, but received d_model={d_model!r}.")
+        raise ValueError(
+            f"n_positions must lie between 2 and 512, but received n_positions={n_positions}."
+        )
+    if (
+        isinstance(d_model, bool)
+        or not isinstance(d_model, int)
+        or d_model % 2
+        or not 2 <= d_model <= _MAX_WIDTH
+    ):
+        raise ValueError(
+            f"d_model must be an even integer from 2 to {_MAX_WIDTH}, but received d_model={d_model!r}."
+        )
     if not 10 <= base <= 100000:
         raise ValueError(f"base must lie between 10 and 100000, but received base={base}.")
     if not 0 <= position < n_positions:
-        raise ValueError(f"position must lie in 0..{n_positions - 1}, but received position={position}.")
+        raise ValueError(
+            f"position must lie in 0..{n_positions - 1}, but received position={position}."
+        )
     if (placeholder := placeholder_if_grading("positional_explorer")) is not None:
         return placeholder
 
@@ -68,7 +81,12 @@ def positional_explorer(n_positions: int = 64, d_model: int = 32, base: float = 
     view = ui.FigureView(fig)
     # The table always fills a fixed box (columns stretched to the width), so changing C redraws cheaply.
     im = ax_pe.imshow(
-        np.zeros((T, 2)), cmap="RdBu_r", vmin=-1, vmax=1, aspect="auto", interpolation="nearest",
+        np.zeros((T, 2)),
+        cmap="RdBu_r",
+        vmin=-1,
+        vmax=1,
+        aspect="auto",
+        interpolation="nearest",
         extent=(0, 1, T - 0.5, -0.5),
     )
     ax_pe.set_xlim(0, 1)
@@ -78,7 +96,7 @@ def positional_explorer(n_positions: int = 64, d_model: int = 32, base: float = 
     ax_pe.set_title("PE[t, :]")
     row_line = ax_pe.axhline(position, color="black", lw=1.2)
 
-    sim_line, = ax_sim.plot(np.arange(T), np.zeros(T), color=ui.BLUE)
+    (sim_line,) = ax_sim.plot(np.arange(T), np.zeros(T), color=ui.BLUE)
     sim_mark = ax_sim.axvline(position, color=ui.ORANGE, lw=1.5)
     ax_sim.set_xlim(0, T - 1)
     ax_sim.set_ylim(-1.05, 1.05)
@@ -93,7 +111,9 @@ def positional_explorer(n_positions: int = 64, d_model: int = 32, base: float = 
         ax_clk.add_patch(face)
     hands = LineCollection([], colors=ui.RED, linewidths=2)
     ax_clk.add_collection(hands)
-    clock_text = [ax_clk.text(x, y - 0.47, "", ha="center", va="top", fontsize=8) for x, y in centres]
+    clock_text = [
+        ax_clk.text(x, y - 0.47, "", ha="center", va="top", fontsize=8) for x, y in centres
+    ]
     ax_clk.set_xlim(-0.6, cols - 0.4)
     ax_clk.set_ylim(-(rows - 1) - 0.8, 0.5)
     ax_clk.set_aspect("equal")
@@ -105,11 +125,22 @@ def positional_explorer(n_positions: int = 64, d_model: int = 32, base: float = 
     view.animate(faces, clock_text, slow=True)
 
     controls = {
-        "d_model": ui.widgets.IntSlider(value=d_model, min=2, max=_MAX_WIDTH, step=2, description="width C", style=ui.STYLE),
-        "base": ui.widgets.FloatLogSlider(
-            value=base, base=10, min=1, max=5, step=0.1, description="base", readout_format=".0f", style=ui.STYLE
+        "d_model": ui.widgets.IntSlider(
+            value=d_model, min=2, max=_MAX_WIDTH, step=2, description="width C", style=ui.STYLE
         ),
-        "position": ui.widgets.IntSlider(value=position, min=0, max=T - 1, description="position t", style=ui.STYLE),
+        "base": ui.widgets.FloatLogSlider(
+            value=base,
+            base=10,
+            min=1,
+            max=5,
+            step=0.1,
+            description="base",
+            readout_format=".0f",
+            style=ui.STYLE,
+        ),
+        "position": ui.widgets.IntSlider(
+            value=position, min=0, max=T - 1, description="position t", style=ui.STYLE
+        ),
     }
 
     shown: list[Any] = [None, None]  # the (C, base) the clock faces and labels show
@@ -124,7 +155,9 @@ def positional_explorer(n_positions: int = 64, d_model: int = 32, base: float = 
         sim_mark.set_xdata([t, t])
 
         n_pairs = C // 2
-        pairs = np.unique(np.linspace(0, n_pairs - 1, min(n_pairs, rows * cols)).round().astype(int))
+        pairs = np.unique(
+            np.linspace(0, n_pairs - 1, min(n_pairs, rows * cols)).round().astype(int)
+        )
         hand_xy = pe[t, 2 * pairs], pe[t, 2 * pairs + 1]  # (sin, cos): x and y of each hand
         if shown != [C, b]:
             for j, (face, text) in enumerate(zip(faces, clock_text)):

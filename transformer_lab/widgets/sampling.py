@@ -17,8 +17,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from transformer_lab.attention import softmax
 from transformer_lab._validate import check_tensor
+from transformer_lab.attention import softmax
 from transformer_lab.models.gpt import filter_logits
 from transformer_lab.widgets._inputs import as_float_tensor
 from transformer_lab.widgets._placeholder import placeholder_if_grading
@@ -26,8 +26,22 @@ from transformer_lab.widgets._placeholder import placeholder_if_grading
 __all__ = ["sampling_explorer"]
 
 DEFAULT_TOKENS = (
-    "mat", "floor", "sofa", "bed", "chair", "rug", "roof", "table",
-    "box", "lap", "grass", "moon", "piano", "idea", "cloud", "tax",
+    "mat",
+    "floor",
+    "sofa",
+    "bed",
+    "chair",
+    "rug",
+    "roof",
+    "table",
+    "box",
+    "lap",
+    "grass",
+    "moon",
+    "piano",
+    "idea",
+    "cloud",
+    "tax",
 )
 
 
@@ -39,7 +53,9 @@ def _default_logits(seed: int) -> Tensor:
 
 
 def sampling_explorer(
-    logits: Sequence[float] | Tensor | None = None, tokens: Sequence[str] | None = None, seed: int = 0
+    logits: Sequence[float] | Tensor | None = None,
+    tokens: Sequence[str] | None = None,
+    seed: int = 0,
 ) -> Any:
     """Bars of the next-token distribution before and after temperature, top-k and top-p.
 
@@ -63,7 +79,9 @@ def sampling_explorer(
         tokens = DEFAULT_TOKENS if logits is None else [str(i) for i in range(V)]
     tokens = [str(t) for t in tokens]
     if len(tokens) != V:
-        raise ValueError(f"tokens must label every logit, but received {len(tokens)} tokens for {V} logits.")
+        raise ValueError(
+            f"tokens must label every logit, but received {len(tokens)} tokens for {V} logits."
+        )
     if (placeholder := placeholder_if_grading("sampling_explorer")) is not None:
         return placeholder
 
@@ -74,8 +92,18 @@ def sampling_explorer(
     view = ui.FigureView(fig)
     x = np.arange(V)
     ax.bar(x - 0.2, probs.numpy(), 0.4, color=ui.GREY, label="softmax(logits), τ = 1")
-    final_bars = ax.bar(x + 0.2, np.zeros(V), 0.4, color=ui.BLUE, label="after τ, top-k, top-p (renormalised)")
-    tempered_marks, = ax.plot(x + 0.2, np.zeros(V), "_", ms=11, mew=2, color="black", label="softmax(logits / τ) before filtering")
+    final_bars = ax.bar(
+        x + 0.2, np.zeros(V), 0.4, color=ui.BLUE, label="after τ, top-k, top-p (renormalised)"
+    )
+    (tempered_marks,) = ax.plot(
+        x + 0.2,
+        np.zeros(V),
+        "_",
+        ms=11,
+        mew=2,
+        color="black",
+        label="softmax(logits / τ) before filtering",
+    )
     ax.set_xticks(x, tokens, rotation=45, ha="right")
     ax.set_ylim(0, 1.05)
     ax.set_ylabel("probability")
@@ -84,17 +112,29 @@ def sampling_explorer(
 
     controls = {
         "temperature": ui.widgets.FloatLogSlider(
-            value=1.0, base=10, min=-1, max=1, step=0.02, description="temperature τ", readout_format=".2f",
+            value=1.0,
+            base=10,
+            min=-1,
+            max=1,
+            step=0.02,
+            description="temperature τ",
+            readout_format=".2f",
             style=ui.STYLE,
         ),
-        "top_k": ui.widgets.IntSlider(value=0, min=0, max=V, description="top-k (0 = off)", style=ui.STYLE),
+        "top_k": ui.widgets.IntSlider(
+            value=0, min=0, max=V, description="top-k (0 = off)", style=ui.STYLE
+        ),
         "top_p": ui.widgets.FloatSlider(
             value=1.0, min=0.05, max=1.0, step=0.05, description="top-p (1 = off)", style=ui.STYLE
         ),
     }
 
     def update() -> tuple[dict[str, Any], str]:
-        tau, top_k, top_p = controls["temperature"].value, controls["top_k"].value, controls["top_p"].value
+        tau, top_k, top_p = (
+            controls["temperature"].value,
+            controls["top_k"].value,
+            controls["top_p"].value,
+        )
         tempered = softmax(z / tau)  # (V,)
         filtered = filter_logits(z / tau, top_k, top_p)  # (V,)
         final = softmax(filtered)  # (V,)

@@ -23,7 +23,9 @@ __all__ = ["scaling_explorer"]
 _BINS = 40
 
 
-def scaling_explorer(max_d_k: int = 512, n_queries: int = 256, n_keys: int = 16, d_k: int = 64, seed: int = 0) -> Any:
+def scaling_explorer(
+    max_d_k: int = 512, n_queries: int = 256, n_keys: int = 16, d_k: int = 64, seed: int = 0
+) -> Any:
     """Histograms of raw and scaled dot products, and the softmax they produce, as d_k grows.
 
     Args:
@@ -39,14 +41,25 @@ def scaling_explorer(max_d_k: int = 512, n_queries: int = 256, n_keys: int = 16,
         weights sorted in decreasing order, averaged over queries) and ``max_weight_unscaled`` /
         ``max_weight_scaled``. Under grading, a placeholder.
     """
-    for name, value in (("max_d_k", max_d_k), ("n_queries", n_queries), ("n_keys", n_keys), ("d_k", d_k)):
+    for name, value in (
+        ("max_d_k", max_d_k),
+        ("n_queries", n_queries),
+        ("n_keys", n_keys),
+        ("d_k", d_k),
+    ):
         check_positive(name, value)
     if max_d_k & (max_d_k - 1) or max_d_k > 4096:
-        raise ValueError(f"max_d_k must be a power of two up to 4096, but received max_d_k={max_d_k}.")
+        raise ValueError(
+            f"max_d_k must be a power of two up to 4096, but received max_d_k={max_d_k}."
+        )
     if d_k & (d_k - 1) or d_k > max_d_k:
-        raise ValueError(f"d_k must be a power of two up to max_d_k={max_d_k}, but received d_k={d_k}.")
+        raise ValueError(
+            f"d_k must be a power of two up to max_d_k={max_d_k}, but received d_k={d_k}."
+        )
     if n_keys < 2:
-        raise ValueError(f"n_keys must be at least 2 for a softmax to choose between keys, but received n_keys={n_keys}.")
+        raise ValueError(
+            f"n_keys must be at least 2 for a softmax to choose between keys, but received n_keys={n_keys}."
+        )
     if (placeholder := placeholder_if_grading("scaling_explorer")) is not None:
         return placeholder
 
@@ -62,15 +75,19 @@ def scaling_explorer(max_d_k: int = 512, n_queries: int = 256, n_keys: int = 16,
     # slider, and both histograms are drawn relative to their peak, so only their width changes.
     wide = 4.5 * math.sqrt(max_d_k)
     grid = np.linspace(-4.5, 4.5, 200)
-    bell = np.exp(-grid**2 / 2)  # the normal density relative to its peak
-    raw_hist = ax_raw.stairs(np.zeros(_BINS), np.linspace(-1, 1, _BINS + 1), fill=True, color=ui.ORANGE, alpha=0.7)
-    raw_pdf, = ax_raw.plot(grid, bell, color="black", lw=1, label="N(0, d_k)")
+    bell = np.exp(-(grid**2) / 2)  # the normal density relative to its peak
+    raw_hist = ax_raw.stairs(
+        np.zeros(_BINS), np.linspace(-1, 1, _BINS + 1), fill=True, color=ui.ORANGE, alpha=0.7
+    )
+    (raw_pdf,) = ax_raw.plot(grid, bell, color="black", lw=1, label="N(0, d_k)")
     ax_raw.set_xlim(-wide, wide)
     ax_raw.set_ylim(0, 1.25)
     ax_raw.set_title("q·k (unscaled)")
     ax_raw.set_yticks([])
     ax_raw.legend(loc="upper right", frameon=False, fontsize=8)
-    scaled_hist = ax_scaled.stairs(np.zeros(_BINS), np.linspace(-1, 1, _BINS + 1), fill=True, color=ui.BLUE, alpha=0.7)
+    scaled_hist = ax_scaled.stairs(
+        np.zeros(_BINS), np.linspace(-1, 1, _BINS + 1), fill=True, color=ui.BLUE, alpha=0.7
+    )
     ax_scaled.plot(grid, bell, color="black", lw=1, label="N(0, 1)")
     ax_scaled.set_xlim(-4.5, 4.5)
     ax_scaled.set_ylim(0, 1.25)
@@ -79,8 +96,12 @@ def scaling_explorer(max_d_k: int = 512, n_queries: int = 256, n_keys: int = 16,
     ax_scaled.legend(loc="upper right", frameon=False, fontsize=8)
     ranks = np.arange(1, n_keys + 1)
     width = 0.4
-    raw_bars = ax_w.bar(ranks - width / 2, np.zeros(n_keys), width, color=ui.ORANGE, label="softmax(q·k)")
-    scaled_bars = ax_w.bar(ranks + width / 2, np.zeros(n_keys), width, color=ui.BLUE, label="softmax(q·k / √d_k)")
+    raw_bars = ax_w.bar(
+        ranks - width / 2, np.zeros(n_keys), width, color=ui.ORANGE, label="softmax(q·k)"
+    )
+    scaled_bars = ax_w.bar(
+        ranks + width / 2, np.zeros(n_keys), width, color=ui.BLUE, label="softmax(q·k / √d_k)"
+    )
     ax_w.set_ylim(0, 1.05)
     ax_w.set_xticks(ranks[:: max(1, n_keys // 8)])
     ax_w.set_xlabel("keys, most weighted first")
@@ -90,7 +111,9 @@ def scaling_explorer(max_d_k: int = 512, n_queries: int = 256, n_keys: int = 16,
 
     options = [2**i for i in range(int(math.log2(max_d_k)) + 1)]
     controls = {
-        "d_k": ui.widgets.SelectionSlider(options=options, value=d_k, description="d_k (head width)", style=ui.STYLE),
+        "d_k": ui.widgets.SelectionSlider(
+            options=options, value=d_k, description="d_k (head width)", style=ui.STYLE
+        ),
     }
 
     def update() -> tuple[dict[str, Any], str]:

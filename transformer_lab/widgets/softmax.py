@@ -14,8 +14,8 @@ from typing import Any
 
 import torch
 
-from transformer_lab.attention import softmax
 from transformer_lab._validate import check_tensor
+from transformer_lab.attention import softmax
 from transformer_lab.widgets._inputs import as_float_tensor
 from transformer_lab.widgets._placeholder import placeholder_if_grading
 
@@ -49,9 +49,13 @@ def softmax_explorer(
         labels = DEFAULT_LABELS if scores is None else [f"k{i}" for i in range(s.shape[0])]
     labels = [str(x) for x in labels]
     if len(labels) != s.shape[0]:
-        raise ValueError(f"labels must name every score, but received {len(labels)} labels for {s.shape[0]} scores.")
+        raise ValueError(
+            f"labels must name every score, but received {len(labels)} labels for {s.shape[0]} scores."
+        )
     if not 0.05 <= temperature <= 20:
-        raise ValueError(f"temperature must lie between 0.05 and 20, but received temperature={temperature}.")
+        raise ValueError(
+            f"temperature must lie between 0.05 and 20, but received temperature={temperature}."
+        )
     if (placeholder := placeholder_if_grading("softmax_explorer")) is not None:
         return placeholder
 
@@ -79,11 +83,22 @@ def softmax_explorer(
 
     controls = {
         "temperature": ui.widgets.FloatLogSlider(
-            value=temperature, base=10, min=math.log10(0.05), max=math.log10(20), step=0.02,
-            description="temperature τ", readout_format=".2f", style=ui.STYLE,
+            value=temperature,
+            base=10,
+            min=math.log10(0.05),
+            max=math.log10(20),
+            step=0.02,
+            description="temperature τ",
+            readout_format=".2f",
+            style=ui.STYLE,
         ),
         "shift": ui.widgets.FloatSlider(
-            value=0.0, min=-5.0, max=5.0, step=0.25, description="add to every score", style=ui.STYLE,
+            value=0.0,
+            min=-5.0,
+            max=5.0,
+            step=0.25,
+            description="add to every score",
+            style=ui.STYLE,
         ),
     }
 
