@@ -2,6 +2,7 @@
 
 import pytest
 import torch
+from conftest import randomise
 from torch import nn
 
 from transformer_lab import (
@@ -32,11 +33,8 @@ def _copy_norm(ours: LayerNorm, theirs: nn.LayerNorm) -> None:
 
 
 def _randomise(module: nn.Module, seed: int) -> None:
-    """Give every parameter (norm gains and biases too) a random value so copies are tested."""
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for p in module.parameters():
-            p.copy_(torch.randn(p.shape, generator=g) * 0.3)
+    """Every parameter (norm gains and biases too) random, so a wrong copy shows."""
+    randomise(module, seed, scale=0.3)
 
 
 def _assert_grads_match(ours_out, theirs_out, ours_params, theirs_params, inputs):

@@ -4,6 +4,7 @@ import dataclasses
 
 import pytest
 import torch
+from conftest import one_sentence
 
 from transformer_lab.models import (
     BERT,
@@ -19,15 +20,10 @@ from transformer_lab.models import (
 from transformer_lab.models._weights import load_weights
 
 
-def _one_sentence(message: str) -> None:
-    assert message.count(". ") == 0, message
-    assert message.rstrip("'\"").endswith("."), message
-
-
 def _raises(exc, match, fn, *args, **kwargs):
     with pytest.raises(exc, match=match) as err:
         fn(*args, **kwargs)
-    _one_sentence(str(err.value.args[0]))
+    one_sentence(str(err.value.args[0]))
     return err
 
 

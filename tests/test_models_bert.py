@@ -3,6 +3,7 @@
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import max_diff, randomise
 
 from transformer_lab.models import (
     BERT,
@@ -37,14 +38,9 @@ def _hf_config(attn="eager", **kw):
     return transformers.BertConfig(**base)
 
 
-def _randomise(model, seed=0, scale=0.2):
-    """Large random weights (norm gains around 1) so that attention patterns are far from uniform."""
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            offset = 1.0 if "LayerNorm.weight" in name else 0.0
-            p.copy_(torch.randn(p.shape, generator=g) * scale + offset)
-    return model
+def _randomise(model, seed=0):
+    """A Hugging Face BERT with large random weights (norm gains around 1)."""
+    return randomise(model, seed, gain=lambda name: "LayerNorm.weight" in name)
 
 
 def _padded_batch():
@@ -60,10 +56,6 @@ def _padded_batch():
     return ids, attention_mask, token_type_ids
 
 
-def _max_diff(a, b):
-    return (a - b).abs().max().item()
-
-
 @pytest.mark.parametrize("attn", ["eager", "sdpa"])
 @pytest.mark.parametrize("fused", [True, False])
 def test_hidden_state_and_pooler_match_bert_model_on_a_padded_batch(attn, fused):
@@ -77,7 +69,7 @@ def test_hidden_state_and_pooler_match_bert_model_on_a_padded_batch(attn, fused)
         b = hf(input_ids=ids, attention_mask=mask, token_type_ids=segments)
     print(
         f"\nBERT vs BertModel ({attn}, fused={fused}): max diff last_hidden_state "
-        f"{_max_diff(a.last_hidden_state, b.last_hidden_state):.2e}, pooler {_max_diff(a.pooler_output, b.pooler_output):.2e}"
+        f"{max_diff(a.last_hidden_state, b.last_hidden_state):.2e}, pooler {max_diff(a.pooler_output, b.pooler_output):.2e}"
     )
     torch.testing.assert_close(a.last_hidden_state, b.last_hidden_state, atol=ATOL, rtol=0)
     torch.testing.assert_close(a.pooler_output, b.pooler_output, atol=ATOL, rtol=0)
@@ -127,7 +119,7 @@ def test_masked_lm_head_matches_hugging_face():
         a = ours(ids, mask, segments, labels=labels)
         b = hf(input_ids=ids, attention_mask=mask, token_type_ids=segments, labels=labels)
     print(
-        f"\nBertForMaskedLM: max |logits diff| {_max_diff(a.logits, b.logits):.2e}, |loss diff| {_max_diff(a.loss, b.loss):.2e}"
+        f"\nBertForMaskedLM: max |logits diff| {max_diff(a.logits, b.logits):.2e}, |loss diff| {max_diff(a.loss, b.loss):.2e}"
     )
     torch.testing.assert_close(a.logits, b.logits, atol=ATOL, rtol=0)
     torch.testing.assert_close(a.loss, b.loss, atol=ATOL, rtol=0)
@@ -141,7 +133,7 @@ def test_sequence_classifier_matches_hugging_face():
     with torch.no_grad():
         a = ours(ids, mask, segments, labels=labels)
         b = hf(input_ids=ids, attention_mask=mask, token_type_ids=segments, labels=labels)
-    print(f"\nBertForSequenceClassification: max |logits diff| {_max_diff(a.logits, b.logits):.2e}")
+    print(f"\nBertForSequenceClassification: max |logits diff| {max_diff(a.logits, b.logits):.2e}")
     torch.testing.assert_close(a.logits, b.logits, atol=ATOL, rtol=0)
     torch.testing.assert_close(a.loss, b.loss, atol=ATOL, rtol=0)
 

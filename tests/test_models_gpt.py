@@ -3,6 +3,7 @@
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import max_diff, randomise
 
 from transformer_lab.models import GPT, GPTConfig, filter_logits
 
@@ -32,28 +33,14 @@ def _hf_config(attn="eager", **kw):
     return transformers.GPT2Config(**base)
 
 
-def _randomise(model, seed=0, scale=0.2):
-    """Replace GPT-2's small initial weights with larger random ones: with std-0.02 weights the
-    attention is nearly uniform, and a swapped query/key mapping would go unnoticed."""
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            offset = (
-                1.0
-                if (".ln_" in name or name.endswith("ln_f.weight")) and name.endswith("weight")
-                else 0.0
-            )
-            p.copy_(torch.randn(p.shape, generator=g) * scale + offset)
-    return model
+def _randomise(model, seed=0):
+    """GPT-2 with large random weights (layer-norm gains around 1)."""
+    return randomise(model, seed, gain=lambda name: name.endswith("weight") and ".ln_" in name)
 
 
 def _hf_gpt2(attn="eager", seed=0, **kw):
     torch.manual_seed(seed)
     return _randomise(transformers.GPT2LMHeadModel(_hf_config(attn, **kw)).eval(), seed)
-
-
-def _max_diff(a, b):
-    return (a - b).abs().max().item()
 
 
 @pytest.mark.parametrize("attn", ["eager", "sdpa"])
@@ -67,7 +54,7 @@ def test_logits_match_gpt2(attn, fused):
     with torch.no_grad():
         a, b = ours(idx).logits, hf(idx).logits
     print(
-        f"\nGPT vs GPT2LMHeadModel ({attn}, fused={fused}): max |logits diff| = {_max_diff(a, b):.2e}"
+        f"\nGPT vs GPT2LMHeadModel ({attn}, fused={fused}): max |logits diff| = {max_diff(a, b):.2e}"
     )
     assert b.abs().max() > 1.0  # the reference is not trivially small
     torch.testing.assert_close(a, b, atol=ATOL, rtol=0)
@@ -82,7 +69,7 @@ def test_loss_matches_gpt2():
     with torch.no_grad():
         ours_loss = ours(idx, targets).loss
         hf_loss = hf(idx, labels=idx).loss  # Hugging Face shifts the labels itself
-    print(f"\nGPT vs GPT2LMHeadModel: |loss diff| = {_max_diff(ours_loss, hf_loss):.2e}")
+    print(f"\nGPT vs GPT2LMHeadModel: |loss diff| = {max_diff(ours_loss, hf_loss):.2e}")
     torch.testing.assert_close(ours_loss, hf_loss, atol=ATOL, rtol=0)
 
 
@@ -94,7 +81,7 @@ def test_untied_head_matches_gpt2_with_its_own_lm_head():
     idx = torch.randint(0, 97, (2, 32), generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
         a, b = ours(idx).logits, hf(idx).logits
-    print(f"\nGPT (untied) vs GPT2LMHeadModel: max |logits diff| = {_max_diff(a, b):.2e}")
+    print(f"\nGPT (untied) vs GPT2LMHeadModel: max |logits diff| = {max_diff(a, b):.2e}")
     torch.testing.assert_close(a, b, atol=ATOL, rtol=0)
     tied = GPT(GPTConfig.tiny())
     untied = GPT(GPTConfig.tiny(tie_weights=False))
@@ -233,7 +220,7 @@ def test_gpt2_small_full_size_mapping():
     idx = torch.randint(0, 50257, (1, 24), generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
         a, b = ours(idx).logits, hf(idx).logits
-    print(f"\nGPT-2 small (124M): max |logits diff| = {_max_diff(a, b):.2e}")
+    print(f"\nGPT-2 small (124M): max |logits diff| = {max_diff(a, b):.2e}")
     torch.testing.assert_close(a, b, atol=ATOL, rtol=0)
     expected = hf.generate(idx[:, :8], max_new_tokens=5, do_sample=False)
     assert torch.equal(ours.generate(idx[:, :8], 5, temperature=0), expected)

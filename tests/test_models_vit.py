@@ -2,6 +2,7 @@
 
 import pytest
 import torch
+from conftest import max_diff, randomise
 from torch import nn
 
 from transformer_lab import sinusoidal_encoding_2d
@@ -32,22 +33,13 @@ def _hf_config(attn="eager", **kw):
     return transformers.ViTConfig(**base)
 
 
-def _randomise(model, seed=0, scale=0.2):
-    """Large random weights (norm gains around 1) so that attention patterns are far from uniform."""
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            offset = 1.0 if "layernorm" in name and name.endswith("weight") else 0.0
-            p.copy_(torch.randn(p.shape, generator=g) * scale + offset)
-    return model
+def _randomise(model, seed=0):
+    """A Hugging Face ViT with large random weights (norm gains around 1)."""
+    return randomise(model, seed, gain=lambda name: "layernorm" in name and name.endswith("weight"))
 
 
 def _images(B=2, ch=3, size=16, seed=1):
     return torch.randn(B, ch, size, size, generator=torch.Generator().manual_seed(seed))
-
-
-def _max_diff(a, b):
-    return (a - b).abs().max().item()
 
 
 @pytest.mark.parametrize("attn", ["eager", "sdpa"])
@@ -61,7 +53,7 @@ def test_logits_match_vit_for_image_classification(attn, fused):
     with torch.no_grad():
         a, b = ours(x).logits, hf(x).logits
     print(
-        f"\nViT vs ViTForImageClassification ({attn}, fused={fused}): max |logits diff| = {_max_diff(a, b):.2e}"
+        f"\nViT vs ViTForImageClassification ({attn}, fused={fused}): max |logits diff| = {max_diff(a, b):.2e}"
     )
     torch.testing.assert_close(a, b, atol=ATOL, rtol=0)
 
@@ -73,7 +65,7 @@ def test_last_hidden_state_matches_vit_model(attn):
     x = _images(B=3, seed=2)
     with torch.no_grad():
         a, b = ours(x).last_hidden_state, hf(x).last_hidden_state
-    print(f"\nViT vs ViTModel ({attn}): max |last_hidden_state diff| = {_max_diff(a, b):.2e}")
+    print(f"\nViT vs ViTModel ({attn}): max |last_hidden_state diff| = {max_diff(a, b):.2e}")
     assert a.shape == (3, 17, 48)
     torch.testing.assert_close(a, b, atol=ATOL, rtol=0)
 
@@ -88,7 +80,7 @@ def test_attention_maps_match_hugging_face_eager():
     for ours_map, theirs in zip(a, b):
         torch.testing.assert_close(ours_map, theirs, atol=ATOL, rtol=0)
     print(
-        f"\nViT attention maps vs Hugging Face: max diff = {max(_max_diff(p, q) for p, q in zip(a, b)):.2e}"
+        f"\nViT attention maps vs Hugging Face: max diff = {max(max_diff(p, q) for p, q in zip(a, b)):.2e}"
     )
 
 
