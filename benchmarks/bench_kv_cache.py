@@ -85,8 +85,10 @@ def main() -> None:
         cached, uncached = statistics.median(times[True]), statistics.median(times[False])
         n = args.new_tokens * args.batch_size
         print(
-            f"{label}: with cache {cached:.2f} s ({n / cached:,.0f} tokens/s, {1e3 * cached / args.new_tokens:.1f} ms/token), "
-            f"without {uncached:.2f} s ({n / uncached:,.0f} tokens/s, {1e3 * uncached / args.new_tokens:.1f} ms/token), "
+            f"{label}: with cache {cached:.2f} s ({n / cached:,.0f} tokens/s, "
+            f"{1e3 * cached / args.new_tokens:.1f} ms/token), "
+            f"without {uncached:.2f} s ({n / uncached:,.0f} tokens/s, "
+            f"{1e3 * uncached / args.new_tokens:.1f} ms/token), "
             f"speed-up {uncached / cached:.1f}x, identical tokens: {same}"
         )
         results.append(

@@ -69,7 +69,8 @@ def test_hidden_state_and_pooler_match_bert_model_on_a_padded_batch(attn, fused)
         b = hf(input_ids=ids, attention_mask=mask, token_type_ids=segments)
     print(
         f"\nBERT vs BertModel ({attn}, fused={fused}): max diff last_hidden_state "
-        f"{max_diff(a.last_hidden_state, b.last_hidden_state):.2e}, pooler {max_diff(a.pooler_output, b.pooler_output):.2e}"
+        f"{max_diff(a.last_hidden_state, b.last_hidden_state):.2e}, pooler "
+        f"{max_diff(a.pooler_output, b.pooler_output):.2e}"
     )
     torch.testing.assert_close(a.last_hidden_state, b.last_hidden_state, atol=ATOL, rtol=0)
     torch.testing.assert_close(a.pooler_output, b.pooler_output, atol=ATOL, rtol=0)
@@ -119,7 +120,8 @@ def test_masked_lm_head_matches_hugging_face():
         a = ours(ids, mask, segments, labels=labels)
         b = hf(input_ids=ids, attention_mask=mask, token_type_ids=segments, labels=labels)
     print(
-        f"\nBertForMaskedLM: max |logits diff| {max_diff(a.logits, b.logits):.2e}, |loss diff| {max_diff(a.loss, b.loss):.2e}"
+        f"\nBertForMaskedLM: max |logits diff| {max_diff(a.logits, b.logits):.2e}, |loss diff| "
+        f"{max_diff(a.loss, b.loss):.2e}"
     )
     torch.testing.assert_close(a.logits, b.logits, atol=ATOL, rtol=0)
     torch.testing.assert_close(a.loss, b.loss, atol=ATOL, rtol=0)

@@ -127,7 +127,8 @@ def test_matches_torch_transformer_with_masks_on_both_sides(norm_first, fused):
     real = src != PAD  # torch's fast path may zero the padded memory rows; compare real ones
     print(
         f"\nSeq2Seq vs nn.Transformer (norm_first={norm_first}, fused={fused}): max |logits diff| = "
-        f"{(out.logits - expected_logits).abs().max().item():.2e}, memory {(out.encoder_output[real] - memory[real]).abs().max().item():.2e}"
+        f"{(out.logits - expected_logits).abs().max().item():.2e}, memory "
+        f"{(out.encoder_output[real] - memory[real]).abs().max().item():.2e}"
     )
     torch.testing.assert_close(out.logits, expected_logits, atol=ATOL, rtol=0)
     torch.testing.assert_close(out.encoder_output[real], memory[real], atol=ATOL, rtol=0)

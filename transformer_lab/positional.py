@@ -93,7 +93,8 @@ class SinusoidalPositionalEncoding(nn.Module):
         T = x.shape[1]
         if offset + T > self.max_len:
             raise ValueError(
-                f"sequence reaches position {offset + T}, but the encoding table holds max_len={self.max_len} positions."
+                f"sequence reaches position {offset + T}, but the encoding table holds "
+                f"max_len={self.max_len} positions."
             )
         return x + self.pe[offset : offset + T]
 

@@ -291,7 +291,8 @@ def _attention_mistakes(q, k, v, mask) -> list[Mistake]:
             A(keys="none"),
         ),
         Mistake(
-            "the keys are transposed over the wrong dimensions (k.T / k.transpose(0, 1) / k.transpose(1, 2) reorder batch or head dimensions); use k.transpose(-2, -1)",
+            "the keys are transposed over the wrong dimensions (k.T / k.transpose(0, 1) / "
+            "k.transpose(1, 2) reorder batch or head dimensions); use k.transpose(-2, -1)",
             A(keys="T"),
         ),
         Mistake(
@@ -310,15 +311,18 @@ def _attention_mistakes(q, k, v, mask) -> list[Mistake]:
     if mask is not None:
         out += [
             Mistake(
-                "the mask is applied after the softmax: masked keys get weight 0 but the rows no longer sum to 1. Set masked scores to -inf *before* the softmax",
+                "the mask is applied after the softmax: masked keys get weight 0 but the rows no "
+                "longer sum to 1. Set masked scores to -inf *before* the softmax",
                 A(mask_mode="after"),
             ),
             Mistake(
-                "the mask polarity is reversed: True means 'may attend', so fill the scores where the mask is False: scores.masked_fill(~mask, float('-inf'))",
+                "the mask polarity is reversed: True means 'may attend', so fill the scores where "
+                "the mask is False: scores.masked_fill(~mask, float('-inf'))",
                 A(mask_mode="reversed"),
             ),
             Mistake(
-                "masked scores are set to 0 instead of -inf: a score of 0 still gets weight exp(0) > 0; use float('-inf')",
+                "masked scores are set to 0 instead of -inf: a score of 0 still gets weight exp(0) "
+                "> 0; use float('-inf')",
                 A(mask_mode="zero"),
             ),
             Mistake(
@@ -488,7 +492,8 @@ def check_self_attention(self_attention, hidden: bool = False) -> None:
                 lambda: _attend(x @ wq, x @ wk, x @ wv, scale="none"),
             ),
             Mistake(
-                f"the scores are scaled by sqrt(C) = sqrt({C}) (the model width) instead of sqrt(D) = sqrt({D}) (the key width)",
+                f"the scores are scaled by sqrt(C) = sqrt({C}) (the model width) instead of "
+                f"sqrt(D) = sqrt({D}) (the key width)",
                 lambda: (
                     torch.softmax((x @ wq) @ (x @ wk).transpose(-2, -1) / math.sqrt(C), -1)
                     @ (x @ wv),

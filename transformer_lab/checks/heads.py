@@ -181,9 +181,9 @@ def _mha_cases(hidden: bool) -> list[Case]:
     g = generator(9606 if hidden else 606)
     r = lambda *s: torch.randn(*s, generator=g) / (s[-1] ** 0.5 if len(s) == 2 else 1.0)  # noqa: E731
     causal = lambda T: torch.ones(T, T, dtype=torch.bool).tril()  # noqa: E731
-    pad = lambda lengths, S: (torch.arange(S)[None, :] < torch.tensor(lengths)[:, None])[
+    pad = lambda lengths, S: (torch.arange(S)[None, :] < torch.tensor(lengths)[:, None])[  # noqa: E731
         :, None, None, :
-    ]  # noqa: E731
+    ]
     x = r(2, 4, 8)
     specs = [
         ("self-attention, H=2", x, x, 2, None),

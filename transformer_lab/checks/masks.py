@@ -125,7 +125,10 @@ def check_padding_mask(padding_mask, hidden: bool = False) -> None:
             if got == (B, S):
                 return "index it as mask[:, None, None, :] so it broadcasts over heads and queries"
             if got in ((B, 1, S), (B, S, 1)):
-                return "the course's padding masks are (B, 1, 1, S): one row per sequence, broadcast over heads and queries"
+                return (
+                    "the course's padding masks are (B, 1, 1, S): one row per sequence, "
+                    "broadcast over heads and queries"
+                )
             return None
 
         value = run.call(case)

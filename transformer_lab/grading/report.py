@@ -126,7 +126,8 @@ class GradingReport:
 
     def summary(self) -> str:
         lines = [
-            f"Grading report for {self.assignment} (max score {_num(self.max_score) if self.max_score is not None else '?'}):"
+            f"Grading report for {self.assignment} (max score "
+            f"{_num(self.max_score) if self.max_score is not None else '?'}):"
         ]
         graded = [r for r in self.students.values() if r.status == GRADED]
         failed = [r for r in self.students.values() if r.status != GRADED]

@@ -4,9 +4,9 @@
     x_l = Block_l(x_{l-1})                  post-norm: x = norm(x + sublayer(x)), as in the original
     pooled = tanh(W x_L[CLS] + b)           a sentence summary for classification
 
-Every token sees every other (no causal mask); the only mask hides padding. Pre-training
-hides 15% of the tokens (:func:`~transformer_lab.models.bert_heads.apply_bert_masking`) and predicts them with a head whose output
-matrix is the token embedding (tied). Argument names follow Hugging Face (``input_ids``,
+Every token sees every other (no causal mask); the only mask hides padding. Pre-training hides
+15% of the tokens (:func:`~transformer_lab.models.bert_heads.apply_bert_masking`) and predicts
+them with a head whose output matrix is the token embedding (tied). Argument names follow Hugging Face (``input_ids``,
 ``attention_mask`` with 1 = real token, ``token_type_ids``) so code moves across easily.
 """
 

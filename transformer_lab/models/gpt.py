@@ -55,7 +55,7 @@ class GPTConfig:
     eps: float = 1e-5  # layer-norm epsilon (GPT-2: 1e-5)
     activation: str = "gelu_tanh"  # GPT-2 uses the tanh approximation of GELU
     fused: bool = True  # PyTorch's fused attention and layer-norm kernels (explicit path when weights are requested)
-    tie_weights: bool = True  # the output head reuses the token embedding E (GPT-2); False gives it its own (V, C) matrix
+    tie_weights: bool = True  # the output head reuses E (GPT-2); False: a (V, C) matrix of its own
 
     def __post_init__(self) -> None:
         if self.d_ff is None:
@@ -276,7 +276,8 @@ class GPT(nn.Module):
             or getattr(hf, "add_cross_attention", False)
         ):
             raise ValueError(
-                "GPT supports GPT-2's standard attention only (scaled by 1/sqrt(D), no cross-attention), but the model's config differs."
+                "GPT supports GPT-2's standard attention only (scaled by 1/sqrt(D), no "
+                "cross-attention), but the model's config differs."
             )
         tied = getattr(hf, "tie_word_embeddings", True)
         config = GPTConfig(

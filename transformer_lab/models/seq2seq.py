@@ -71,7 +71,8 @@ class Seq2SeqConfig:
         _validate.check_choice(self, "activation", ACTIVATIONS)
         if self.d_model % 2:
             raise ValueError(
-                f"Seq2SeqConfig.d_model must be even for sinusoidal positions (sin/cos pairs), but received d_model={self.d_model}."
+                "Seq2SeqConfig.d_model must be even for sinusoidal positions (sin/cos pairs), but "
+                f"received d_model={self.d_model}."
             )
         if not 0 <= self.pad_id < min(self.src_vocab_size, self.tgt_vocab_size):
             raise ValueError(

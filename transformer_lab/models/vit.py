@@ -212,17 +212,18 @@ class ViT(nn.Module):
         _, ch, H, W = pixel_values.shape
         if ch != c.n_channels:
             raise ValueError(
-                f"pixel_values must have n_channels={c.n_channels} channels in dimension 1 (B, channels, height, width), "
-                f"but received shape {tuple(pixel_values.shape)}."
+                f"pixel_values must have n_channels={c.n_channels} channels in dimension 1 "
+                f"(B, channels, height, width), but received shape {tuple(pixel_values.shape)}."
             )
         if H % c.patch_size or W % c.patch_size:
             raise ValueError(
-                f"image height and width must be multiples of patch_size={c.patch_size}, but received an image of {H}x{W}."
+                f"image height and width must be multiples of patch_size={c.patch_size}, but "
+                f"received an image of {H}x{W}."
             )
         if (H, W) != c.image_hw:
             raise ValueError(
-                f"images must be {c.image_hw[0]}x{c.image_hw[1]} (the configured image_size, which fixes the position table), "
-                f"but received {H}x{W}."
+                f"images must be {c.image_hw[0]}x{c.image_hw[1]} (the configured image_size, "
+                f"which fixes the position table), but received {H}x{W}."
             )
 
     @classmethod

@@ -197,7 +197,10 @@ class Explorer(widgets.VBox):
         try:
             state, readout = self._update()
         except Exception as err:
-            self.readout.value = f"<span style='color:{RED}'>{html.escape(type(err).__name__)}: {html.escape(str(err))}</span>"
+            self.readout.value = (
+                f"<span style='color:{RED}'>"
+                f"{html.escape(type(err).__name__)}: {html.escape(str(err))}</span>"
+            )
             raise
         finally:
             self._busy = False
