@@ -3,9 +3,9 @@
     gpt       GPT: decoder-only, causal language model, generation with a KV cache     (pre-norm)
     bert      BERT: bidirectional encoder (bert_config, bert_weights: its config and HF loader),
               bert_heads: masked-LM and classification heads, MLM corruption          (post-norm)
-      sampling  temperature, top-k and top-p filtering for generation
+      sampling  temperature, top-k and top-p filtering for generation; gpt_weights: GPT-2 loader
     vit       ViT: image patches as tokens, [CLS] classification, attention maps       (pre-norm)
-      patches   patchify and PatchEmbedding
+      patches   patchify and PatchEmbedding; vit_weights: the Hugging Face ViT loader
     seq2seq   the original encoder-decoder with cross-attention, greedy decoding      (post-norm)
     outputs   the dataclasses the models return
 

@@ -9,8 +9,7 @@ in front of each sublayer and added a final one, so deep stacks train without wa
 Generation samples one token at a time with temperature, top-k and nucleus (top-p) filtering
 (Holtzman et al., 2020); a key/value cache makes each new token cost O(T) instead of O(T^2).
 
-The config, the model, cached generation and the GPT-2 loader stay in this one file (about 340
-lines) so the whole GPT reads top to bottom, as in nanoGPT; sampling lives in :mod:`.sampling`.
+Sampling lives in :mod:`.sampling`, the GPT-2 weight mapping in :mod:`.gpt_weights`.
 """
 
 from __future__ import annotations
@@ -27,7 +26,7 @@ from torch import Tensor, nn
 from transformer_lab import _validate
 from transformer_lab.blocks import ACTIVATIONS, Block, LayerNorm
 from transformer_lab.heads import KVCache
-from transformer_lab.models._weights import linear_from_conv1d, load_weights
+from transformer_lab.models._weights import load_weights
 from transformer_lab.models.outputs import CausalLMOutput
 from transformer_lab.models.sampling import (
     _check_sampling,
@@ -255,90 +254,11 @@ class GPT(nn.Module):
         Returns:
             our :class:`GPT` in eval mode.
         """
-        hf = model.config
-        activations = {
-            "gelu_new": "gelu_tanh",
-            "gelu_pytorch_tanh": "gelu_tanh",
-            "gelu": "gelu",
-            "relu": "relu",
-        }
-        if getattr(hf, "model_type", None) != "gpt2":
-            raise ValueError(
-                f"from_huggingface expects a GPT-2 model, but received model_type={getattr(hf, 'model_type', None)!r}."
-            )
-        if hf.activation_function not in activations:
-            raise ValueError(
-                f"GPT supports the activations {sorted(activations)}, but the model uses {hf.activation_function!r}."
-            )
-        if (
-            not hf.scale_attn_weights
-            or hf.scale_attn_by_inverse_layer_idx
-            or getattr(hf, "add_cross_attention", False)
-        ):
-            raise ValueError(
-                "GPT supports GPT-2's standard attention only (scaled by 1/sqrt(D), no "
-                "cross-attention), but the model's config differs."
-            )
-        tied = getattr(hf, "tie_word_embeddings", True)
-        config = GPTConfig(
-            vocab_size=hf.vocab_size,
-            max_len=hf.n_positions,
-            n_layers=hf.n_layer,
-            n_heads=hf.n_head,
-            d_model=hf.n_embd,
-            d_ff=hf.n_inner or 4 * hf.n_embd,
-            eps=hf.layer_norm_epsilon,
-            activation=activations[hf.activation_function],
-            dropout=0.0,
-            tie_weights=tied,
-        )
+        # Imported here: gpt_weights builds GPTConfigs, so it imports this module.
+        from transformer_lab.models.gpt_weights import config_from_huggingface, gpt2_weights
+
+        config = config_from_huggingface(model.config)
         ours = cls(config)
-        sd = model.state_dict()
-        p = "transformer." if "transformer.wte.weight" in sd else ""
-        used = (
-            {"lm_head.weight"} if tied else set()
-        )  # a tied head is wte again, so it carries nothing new
-
-        def take(key: str) -> Tensor:
-            used.add(p + key)
-            return sd[p + key]
-
-        C = config.d_model
-        w = {"tok_emb.weight": take("wte.weight"), "pos_emb.weight": take("wpe.weight")}
-        for i in range(config.n_layers):
-            h, o = f"h.{i}.", f"blocks.{i}."
-            qkv_w = linear_from_conv1d(take(h + "attn.c_attn.weight"))  # (C, 3C) -> (3C, C)
-            qkv_b = take(h + "attn.c_attn.bias")  # (3C,)
-            for name, wt, bs in zip(
-                "qkv", qkv_w.split(C, dim=0), qkv_b.split(C)
-            ):  # each (C, C), (C,)
-                w[o + f"self_attn.{name}_proj.weight"], w[o + f"self_attn.{name}_proj.bias"] = (
-                    wt,
-                    bs,
-                )
-            w[o + "self_attn.out_proj.weight"] = linear_from_conv1d(take(h + "attn.c_proj.weight"))
-            w[o + "self_attn.out_proj.bias"] = take(h + "attn.c_proj.bias")
-            w[o + "mlp.fc1.weight"] = linear_from_conv1d(take(h + "mlp.c_fc.weight"))
-            w[o + "mlp.fc1.bias"] = take(h + "mlp.c_fc.bias")
-            w[o + "mlp.fc2.weight"] = linear_from_conv1d(take(h + "mlp.c_proj.weight"))
-            w[o + "mlp.fc2.bias"] = take(h + "mlp.c_proj.bias")
-            for ours_norm, hf_norm in (("self_attn_norm", "ln_1"), ("mlp_norm", "ln_2")):
-                w[o + f"{ours_norm}.weight"] = take(h + f"{hf_norm}.weight")
-                w[o + f"{ours_norm}.bias"] = take(h + f"{hf_norm}.bias")
-        w["norm_f.weight"], w["norm_f.bias"] = take("ln_f.weight"), take("ln_f.bias")
-        if not tied:
-            if "lm_head.weight" not in sd:
-                raise ValueError(
-                    "the Hugging Face model has tie_word_embeddings=False but no lm_head: load a GPT2LMHeadModel."
-                )
-            used.add("lm_head.weight")
-            w["lm_head.weight"] = sd["lm_head.weight"]
-        unused = sorted(
-            k for k in sd if k not in used and not k.endswith((".attn.bias", ".attn.masked_bias"))
-        )
-        if unused:
-            raise ValueError(
-                f"the Hugging Face model has weights GPT would ignore, starting with {unused[0]!r}."
-            )
-        load_weights(ours, w, source="the Hugging Face GPT-2 weights")
+        weights = gpt2_weights(model.state_dict(), config)
+        load_weights(ours, weights, source="the Hugging Face GPT-2 weights")
         return ours.eval()

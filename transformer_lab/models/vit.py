@@ -236,77 +236,13 @@ class ViT(nn.Module):
         Returns:
             our :class:`ViT` in eval mode.
         """
-        hf = model.config
-        acts = {
-            "gelu": "gelu",
-            "gelu_new": "gelu_tanh",
-            "gelu_pytorch_tanh": "gelu_tanh",
-            "relu": "relu",
-        }
-        if getattr(hf, "model_type", None) != "vit":
-            raise ValueError(
-                f"from_huggingface expects a ViT model, but received model_type={getattr(hf, 'model_type', None)!r}."
-            )
-        if hf.hidden_act not in acts or not getattr(hf, "qkv_bias", True):
-            raise ValueError(
-                f"ViT supports biased q/k/v and the activations {sorted(acts)}, but the model's config differs."
-            )
+        # Imported here: vit_weights builds ViTConfigs, so it imports this module.
+        from transformer_lab.models.vit_weights import config_from_huggingface, vit_weights
+
         sd = model.state_dict()
-        p = "vit." if "vit.embeddings.cls_token" in sd else ""
         has_head = "classifier.weight" in sd
-        config = ViTConfig(
-            image_size=hf.image_size if isinstance(hf.image_size, int) else tuple(hf.image_size),
-            patch_size=hf.patch_size if isinstance(hf.patch_size, int) else hf.patch_size[0],
-            n_channels=hf.num_channels,
-            n_classes=hf.num_labels if has_head else 1000,
-            n_layers=hf.num_hidden_layers,
-            n_heads=hf.num_attention_heads,
-            d_model=hf.hidden_size,
-            d_ff=hf.intermediate_size,
-            eps=hf.layer_norm_eps,
-            activation=acts[hf.hidden_act],
-            dropout=0.0,
-        )
-        used: set[str] = set()
-
-        def take(key: str) -> Tensor:
-            used.add(key)
-            return sd[key]
-
-        e, C = p + "embeddings.", config.d_model
-        w = {
-            "cls_token": take(e + "cls_token"),  # (1, 1, C)
-            "pos_emb.weight": take(e + "position_embeddings")[0],  # (1, N + 1, C) -> (N + 1, C)
-            "patch_emb.proj.weight": take(e + "patch_embeddings.projection.weight").reshape(
-                C, -1
-            ),  # (C, ch, P, P) -> (C, ch*P*P)
-            "patch_emb.proj.bias": take(e + "patch_embeddings.projection.bias"),
-        }
-        names = {
-            "self_attn.q_proj": "attention.q_proj",
-            "self_attn.k_proj": "attention.k_proj",
-            "self_attn.v_proj": "attention.v_proj",
-            "self_attn.out_proj": "attention.o_proj",
-            "self_attn_norm": "layernorm_before",
-            "mlp_norm": "layernorm_after",
-            "mlp.fc1": "mlp.fc1",
-            "mlp.fc2": "mlp.fc2",
-        }
-        for i in range(config.n_layers):
-            for ours, theirs in names.items():
-                for leaf in ("weight", "bias"):
-                    w[f"blocks.{i}.{ours}.{leaf}"] = take(f"{p}layers.{i}.{theirs}.{leaf}")
-        w["norm_f.weight"], w["norm_f.bias"] = (
-            take(p + "layernorm.weight"),
-            take(p + "layernorm.bias"),
-        )
-        if has_head:
-            w["head.weight"], w["head.bias"] = take("classifier.weight"), take("classifier.bias")
-        unused = sorted(k for k in sd if k not in used and not k.startswith(p + "pooler."))
-        if unused:
-            raise ValueError(
-                f"the Hugging Face model has weights ViT would ignore, starting with {unused[0]!r}."
-            )
+        config = config_from_huggingface(model.config, has_head)
+        w = vit_weights(sd, config)
         ours = cls(config)
         load_weights(
             ours,
