@@ -1,13 +1,16 @@
 """The four models of the course, each built from the blocks in :mod:`transformer_lab.blocks`.
 
-    gpt       GPT: decoder-only, causal language model, generation with a KV cache     (pre-norm)
-    bert      BERT: bidirectional encoder (bert_config, bert_weights: its config and HF loader),
-              bert_heads: masked-LM and classification heads, MLM corruption          (post-norm)
-      sampling  temperature, top-k and top-p filtering for generation; gpt_weights: GPT-2 loader
-    vit       ViT: image patches as tokens, [CLS] classification, attention maps       (pre-norm)
-      patches   patchify and PatchEmbedding; vit_weights: the Hugging Face ViT loader
-    seq2seq   the original encoder-decoder with cross-attention, greedy decoding      (post-norm)
-    outputs   the dataclasses the models return
+    gpt          GPT: decoder-only, causal language model, generation with a KV cache  (pre-norm)
+    sampling     temperature, top-k and top-p filtering for GPT's generation
+    gpt_weights  Hugging Face GPT-2 -> our GPT
+    bert         BERT: the bidirectional encoder                                   (post-norm)
+    bert_heads   masked-LM and classification heads, BERT's MLM corruption
+    bert_config, bert_weights   its config; Hugging Face BERT -> our BERT
+    vit          ViT: image patches as tokens, [CLS] classification, attention maps  (pre-norm)
+    patches      patchify and PatchEmbedding
+    vit_weights  Hugging Face ViT -> our ViT
+    seq2seq      the original encoder-decoder with cross-attention, greedy decoding (post-norm)
+    outputs      the dataclasses the models return
 
 ``GPT``, ``BERT`` and ``ViT`` load Hugging Face ``transformers`` models with
 ``from_huggingface(model)``; the tests prove equal outputs with weights copied across.
