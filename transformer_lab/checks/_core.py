@@ -289,6 +289,7 @@ class Runner:
             )
         if error is not None:
             hint = self.error_hint(error, case) if self.error_hint else ""
+            hint = hint or _common_error_hint(error)
             text = str(error).strip().splitlines()[0] if str(error).strip() else ""
             self.fail(
                 f"your function raised {type(error).__name__}: {text}"
@@ -549,6 +550,23 @@ class Runner:
     def mismatch(self, actual: Tensor, expected: Tensor, what: str = "output") -> str:
         """Precise description of how ``actual`` differs (no diagnosis)."""
         return _diagnose.observe(actual, expected, what)
+
+
+def _common_error_hint(exc: BaseException) -> str:
+    """Hints for PyTorch errors that mean the same thing in every exercise."""
+    text = str(exc)
+    if "torch.return_types" in text:
+        return (
+            "x.max(dim) and x.min(dim) return (values, indices): use x.amax(dim, keepdim=True) "
+            "or .values"
+        )
+    if "view size is not compatible" in text:
+        return "after a transpose the tensor is not contiguous: use .reshape(...)"
+    if "leaf Variable" in text:
+        return "copy into parameters under `with torch.no_grad():`"
+    if "same device" in text:
+        return "keep every tensor on the inputs' device (no .cuda() / .to(device) inside)"
+    return ""
 
 
 def _same_shape_close(a: Tensor, b: Any) -> bool:

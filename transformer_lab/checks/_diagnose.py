@@ -199,8 +199,19 @@ def _constant_factor(actual: Tensor, expected: Tensor, dims: dict | None) -> Fin
     )
 
 
+_BATCH_WORDS = ("batch", "head", "sequence")
+
+
+def _batch_dims(axes, ndim: int) -> list[int]:
+    """Dims along which "only the first is right" is evidence: batch-like axes. (Along positions
+    or channels, index 0 is often right by accident: angle 0, sin 0 = 0.)"""
+    if axes is not None and len(axes) == ndim:
+        return [i for i, name in enumerate(axes) if any(w in name for w in _BATCH_WORDS)]
+    return list(range(max(0, ndim - 2)))
+
+
 def _first_only(actual, expected, axes, atol, rtol) -> Finding | None:
-    for dim in range(expected.dim()):
+    for dim in _batch_dims(axes, expected.dim()):
         n = expected.shape[dim]
         if n < 2:
             continue
@@ -300,6 +311,23 @@ def _variations(actual, expected, variations, rerun, atol, rtol) -> Finding | No
     return None
 
 
+def _rearranged(actual: Tensor, expected: Tensor) -> Finding | None:
+    """The same multiset of numbers in other places: an axis reordering."""
+    if actual.numel() < 4 or actual.dtype == torch.bool:
+        return None
+    a, e = actual.flatten().sort().values, expected.flatten().sort().values
+    if not TRUSTED.isfinite(e).all() or len(e.unique()) < 0.9 * e.numel():
+        return None  # too many equal values: a coincidence is likely
+    if TRUSTED.allclose(a, e, atol=1e-6, rtol=1e-5):
+        return Finding(
+            "your output holds exactly the reference's numbers, but in other places: axes are "
+            "transposed or reshaped in the wrong order (reshape only after moving the axes "
+            "into the order the result needs)",
+            True,
+        )
+    return None
+
+
 def observe(actual: Any, expected: Any, what: str = "output", axes=None, sums_to_one=None) -> str:
     """A precise description of how ``actual`` differs from ``expected`` (no diagnosis)."""
     a, e = _as_tensor(actual), _as_tensor(expected)
@@ -393,6 +421,7 @@ def explain(
         lambda: _variations(a, e, variations, rerun, atol, rtol),
         lambda: _first_only(a, e, axes, atol, rtol),
         lambda: _shifted(a, e, axes, atol, rtol),
+        lambda: _rearranged(a, e),
     )
     for step in steps:
         try:

@@ -112,7 +112,19 @@ def attention_mistakes(q, k, v, mask, widths: dict[str, tuple[float, str]]) -> l
                     softmax=True,
                 )
             )
+
+    def scores_as_weights(scale: float) -> tuple:
+        s = q @ k.transpose(-2, -1) / scale
+        if mask is not None:
+            s = s.masked_fill(~mask, float("-inf"))
+        return None, s
+
     out += [
+        Mistake(
+            "the returned weights are the scores before the softmax: return "
+            "softmax(scores), whose rows are non-negative and sum to 1",
+            lambda: scores_as_weights(math.sqrt(d)),
+        ),
         Mistake(
             "the attention weights contain NaN: your softmax overflows on large scores (exp() "
             "of a score above about 88 is inf in float32, and inf/inf is NaN); subtract each "
@@ -202,9 +214,9 @@ def tensor_error_hint(exc: BaseException, expected_signature: str, C: int | None
     """A hint for an exception of the student's attention code; ``C`` is the input width when
     the exercise has projections (then a product over C points at the projections)."""
     text = str(exc)
-    if "masked_fill" in text or "Boolean" in text or "bool" in text:
+    if "masked_fill" in text or "Boolean" in text or "bool" in text or "mask" in text.lower():
         return (
-            "the mask is a boolean tensor (True = may attend): "
+            "the mask is a boolean tensor (True = may attend) that broadcasts to the scores: "
             "scores.masked_fill(~mask, float('-inf'))"
         )
     widths = _matmul_widths(text)
@@ -271,6 +283,7 @@ def _cases(hidden: bool) -> list[Case]:
         kwargs = {} if mask is None else {"mask": mask}
         case = Case(name, (q, k, v), kwargs, describe_args(q=q, k=k, v=v, mask=mask))
         case.data.update(q=q, k=k, v=v, mask=mask, sums_to_one=-1)
+        case.data["dims"] = {"D": q.shape[-1], "S": k.shape[-2], "T": q.shape[-2]}
         case.data["expected"] = _ref.scaled_dot_product_attention(q, k, v, mask)
         if mask is not None:
             case.data["variations"] = [("mask", {"mask": None})]

@@ -201,7 +201,8 @@ def _mha(
         return t.view(B, L, H, D).transpose(1, 2)  # (B, H, L, D)
 
     q, k, v = sp(q, T), sp(k, S), sp(v, S)
-    scores = q @ k.transpose(-2, -1) / math.sqrt(D if scale == "D" else C)  # (B, H, T, S)
+    root = {"D": math.sqrt(D), "C": math.sqrt(C), "H": math.sqrt(H), "none": 1.0}[scale]
+    scores = q @ k.transpose(-2, -1) / root  # (B, H, T, S)
     if mask is not None and use_mask:
         scores = scores.masked_fill(~mask, float("-inf"))
     weights = torch.softmax(scores, dim=-1)
@@ -327,6 +328,12 @@ def check_multi_head_attention(multi_head_attention, hidden: bool = False) -> No
                 scale="C",
             ),
             M(
+                "the scores are scaled by sqrt(H) (the number of heads) instead of sqrt(D) = "
+                "sqrt(C / H) (the head width)",
+                scale="H",
+            ),
+            M("the 1/sqrt(D) scaling is missing (D = C / H, the head width)", scale="none"),
+            M(
                 "the weights are applied as x @ w.T: the course uses row vectors, Q = x_q @ w_q",
                 transpose_w=True,
             ),
@@ -428,6 +435,8 @@ def check_to_torch_mha(to_torch_mha, hidden: bool = False) -> None:
             "copy into the parameters under `with torch.no_grad():` (an in-place copy into a "
             "parameter that requires grad is refused otherwise)"
             if "leaf Variable" in str(e)
+            else "in_proj_weight is one (3C, C) matrix: torch.cat([w_q.T, w_k.T, w_v.T], dim=0)"
+            if "must match the size" in str(e)
             else _signature_hint(e, "to_torch_mha(w_q, w_k, w_v, w_o, n_heads)")
         ),
     )

@@ -122,7 +122,12 @@ def check_padding_mask(padding_mask, hidden: bool = False) -> None:
         padding_mask,
         forbidden,
         hidden,
-        lambda e, c: _signature_hint(e, "padding_mask(lengths, S)"),
+        lambda e, c: (
+            "compare the positions (1, S) with the lengths as a column (B, 1): "
+            "torch.arange(S)[None, :] < lengths[:, None]"
+            if "must match the size" in str(e)
+            else _signature_hint(e, "padding_mask(lengths, S)")
+        ),
     )
     for case in _padding_cases(hidden):
         lengths, S, expected = case.data["lengths"], case.data["S"], case.data["expected"]
@@ -187,7 +192,7 @@ def check_padding_mask(padding_mask, hidden: bool = False) -> None:
 _LEAK_HINTS = {
     "after softmax": " It leaks through the softmax's denominator, more weakly than the allowed "
     "keys: compare exactly (torch.equal), not with a tolerance.",
-    "faint leak": " The future enters with a weight of 1e-5: compare exactly (torch.equal), "
+    "faint leak": " The future enters with a weight of 1e-6: compare exactly (torch.equal), "
     "not with a tolerance.",
     "last token to first": " The only leak is from the LAST token to the FIRST query: change every "
     "j and compare all t < j.",
