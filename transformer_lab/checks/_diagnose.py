@@ -423,11 +423,13 @@ def explain(
         lambda: _shifted(a, e, axes, atol, rtol),
         lambda: _rearranged(a, e),
     )
+    fallback = None  # an observation kept while the named evidence is still being tried
     for step in steps:
         try:
             found = step()
         except Exception:  # evidence that cannot be computed on this input is no evidence
             found = None
-        if found is not None:
+        if found is not None and found.named:
             return found
-    return Finding(observe(a, e, what, axes, sums_to_one), False)
+        fallback = fallback or found
+    return fallback or Finding(observe(a, e, what, axes, sums_to_one), False)
