@@ -17,7 +17,7 @@ import io
 
 import pytest
 
-from tests.mistakes import catalogue_01, catalogue_02, catalogue_03, catalogue_04
+from tests.mistakes import catalogue_01, catalogue_02, catalogue_03, catalogue_04, holdout
 from tests.mistakes._harness import EXERCISES, build, graded_cells_pass, run_check
 from transformer_lab import checks
 
@@ -27,6 +27,13 @@ RIGHT = catalogue_01.RIGHT + catalogue_02.RIGHT + catalogue_03.RIGHT + catalogue
 
 def _id(entry) -> str:
     return f"{entry.exercise}:{entry.label}"
+
+
+def test_holdout_share_named_and_none_misleading():
+    """Mistakes the checks were not tuned on: most named, none misleading."""
+    outcomes = [run_check(entry, checks)[0] for entry in holdout.WRONG]
+    assert outcomes.count("misleading") == 0
+    assert outcomes.count("named") >= 0.7 * len(outcomes), outcomes
 
 
 def test_every_exercise_has_eight_mistakes_and_a_correct_variant():
@@ -50,7 +57,7 @@ def test_correct_variant_passes(entry, hidden):
         check(build(entry), hidden=hidden)
 
 
-@pytest.mark.parametrize("entry", RIGHT + WRONG, ids=_id)
+@pytest.mark.parametrize("entry", RIGHT + WRONG + holdout.WRONG, ids=_id)
 def test_check_passes_implies_graded_cell_passes(entry):
     outcome, message, _ = run_check(entry, checks)
     graded, why = graded_cells_pass(entry)

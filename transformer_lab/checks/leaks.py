@@ -22,7 +22,8 @@ __all__ = ["check_future_leaks"]
 _LEAK_HINTS = {
     "after softmax": " It leaks through the softmax's denominator, more weakly than the allowed "
     "keys: compare exactly (torch.equal), not with a tolerance.",
-    "faint leak": " The future enters with a weight of 1e-6: compare exactly (torch.equal), "
+    "faint leak": " Later tokens change the outputs by a few parts in 10 million: compare "
+    "exactly (torch.equal), not with a relative tolerance."
     "not with a tolerance.",
     "last token to first": " The only leak is from the LAST token to the FIRST query: change every "
     "j and compare all t < j.",
