@@ -4,6 +4,8 @@ The tokens get seeded random embeddings (a repeated word gets the same vector) a
 projections, so the patterns are not linguistic; they show the mechanics: every query row sums
 to one, identical tokens attend identically (no positions yet), a lower temperature or a missing
 1/sqrt(D) sharpens the rows, and H heads of width D = C / H each find their own pattern.
+Given the student's attention function, its weights get a heatmap of their own beside the
+reference, with the cells that differ painted red.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from transformer_lab.attention import SelfAttention, scaled_dot_product_attention
+from transformer_lab.attention import SelfAttention
+from transformer_lab.attention import scaled_dot_product_attention as reference_attention
 from transformer_lab.heads import MultiHeadAttention
 from transformer_lab.widgets._inputs import (
     check_embeddings,
@@ -26,6 +29,7 @@ from transformer_lab.widgets._inputs import (
     seeded_embeddings,
 )
 from transformer_lab.widgets._placeholder import placeholder_if_grading
+from transformer_lab.widgets._student import Student, compare
 
 __all__ = ["attention_explorer", "heads_explorer"]
 
@@ -71,6 +75,9 @@ def _heatmap(
 
 
 def attention_explorer(
+    scaled_dot_product_attention: Any = None,
+    *,
+    self_attention: Any = None,
     tokens: str | Sequence[str] | None = None,
     embeddings: Tensor | None = None,
     attention: SelfAttention | None = None,
@@ -80,6 +87,10 @@ def attention_explorer(
     """A (T, S) attention heatmap, one query's weights and its output, with a score-scale slider.
 
     Args:
+        scaled_dot_product_attention: optional, your ``(q, k, v, mask=None) -> (out, weights)``,
+            run on the same q, k, v (the scale folded into q); its weights get a heatmap.
+        self_attention: optional instead, your ``self_attention(x, w_q, w_k, w_v) ->
+            (out, weights)``, run on the embeddings with the projections' weights.
         tokens: the sequence, a string split on spaces or a list (default "the cat sat on the mat").
         embeddings: optional (T, C) token vectors; default seeded random, one per distinct word.
         attention: optional module with ``q_proj``, ``k_proj``, ``v_proj`` (e.g. a
@@ -90,8 +101,21 @@ def attention_explorer(
         An Explorer with controls ``query`` (index t) and ``scale`` (the factor on q . k:
         1/sqrt(D) is standard, 1 unscaled, 1/D over-scaled); ``state()`` has ``weights`` (T, S),
         ``q``, ``k``, ``v`` (T, D), ``output`` (T, D) and ``factor`` (the scores are
-        ``q @ k.T * factor``). Under grading, a placeholder.
+        ``q @ k.T * factor``); with your function also ``yours`` (T, S) or None,
+        ``differs`` (T, S) bool, ``max_diff`` and ``error``. Under grading, a placeholder.
     """
+    if scaled_dot_product_attention is not None and self_attention is not None:
+        raise ValueError(
+            "pass either scaled_dot_product_attention or self_attention, but received both."
+        )
+    if self_attention is not None:
+        student = Student(self_attention, "self_attention", "self_attention")
+    else:
+        student = Student(
+            scaled_dot_product_attention,
+            "scaled_dot_product_attention",
+            "scaled_dot_product_attention",
+        )
     tokens, x = _inputs(tokens, embeddings, d_model, seed)
     C = x.shape[1]
     if attention is None:
@@ -118,7 +142,18 @@ def attention_explorer(
     T, D = q.shape
     positions = list(range(T))
 
-    fig, (ax_map, ax_row, ax_out) = ui.new_figure(3, figsize=(12, 3.6), width_ratios=[1, 1.1, 1.1])
+    if student:
+        fig, (ax_map, ax_yours, ax_row, ax_out) = ui.new_figure(
+            4, figsize=(14, 3.6), width_ratios=[1, 1, 1.1, 1.1]
+        )
+        im_yours = _heatmap(ax_yours, T, T, tokens, tokens)
+        ax_yours.set_ylabel("")
+        ax_yours.set_title(f"yours ({student.name}); red = differs")
+        overlay = ui.diff_overlay(ax_yours, (T, T))
+    else:
+        fig, (ax_map, ax_row, ax_out) = ui.new_figure(
+            3, figsize=(12, 3.6), width_ratios=[1, 1.1, 1.1]
+        )
     view = ui.FigureView(fig)
     im = _heatmap(ax_map, T, T, tokens, tokens)
     ax_map.set_title("weights (each row sums to 1)")
@@ -140,6 +175,10 @@ def attention_explorer(
     ax_out.set_xlabel("feature")
     ax_out.set_title("its output: Σ_s weight_s · v_s")
     view.animate(im, row_box, list(bars), labels, row_title, list(out_bars))
+    if student:
+        your_out = ax_out.scatter(range(D), np.zeros(D), marker="D", s=22, color=ui.GREEN, zorder=5)
+        view.animate(im_yours, overlay, your_out)
+    w_q, w_k, w_v = (p.weight.detach().T for p in (attention.q_proj, attention.k_proj, attention.v_proj))
 
     controls = {
         "query": ui.widgets.Dropdown(
@@ -161,7 +200,7 @@ def attention_explorer(
         t = controls["query"].value
         factor = controls["scale"].value
         # scaled_dot_product_attention divides by sqrt(D) itself; fold the chosen factor into q.
-        out, weights = scaled_dot_product_attention(
+        out, weights = reference_attention(
             q * (factor * math.sqrt(D)), k, v
         )  # (T, D), (T, S)
         w = weights.numpy()
@@ -173,12 +212,31 @@ def attention_explorer(
             text.set_text(f"{p:.2f}")
         row_title.set_text(f"query {t} '{tokens[t]}': its weights")
         ui.set_bar_heights(out_bars, out[t].numpy())
+        differs, max_diff, yours = np.zeros((T, T), bool), 0.0, None
+        if student:
+            boost = factor * math.sqrt(D)  # the same factor, folded into q (or W_q)
+            if self_attention is not None:
+                yours = student.call_pair(x, w_q * boost, w_k, w_v, shapes=((T, D), (T, T)))
+            else:
+                yours = student.call_pair(q * boost, k, v, shapes=((T, D), (T, T)))
+            if yours is not None:
+                differs, max_diff = compare(yours[1], weights)
+                out_differs, out_diff = compare(yours[0], out)
+                differs = differs | out_differs.any(axis=1)[:, None]
+                max_diff = max(max_diff, out_diff)
+                im_yours.set_data(yours[1].float().numpy())
+                your_out.set_offsets(np.c_[np.arange(D), yours[0][t].float().nan_to_num().numpy()])
+                your_out.set_color([ui.RED if d else ui.GREEN for d in out_differs[t]])
+            else:
+                im_yours.set_data(np.full((T, T), np.nan))
+            your_out.set_visible(yours is not None)
+            ui.set_diff(overlay, differs)
         best = int(w[t].argmax())
         readout = (
             f"query '{html.escape(tokens[t])}' puts {w[t, best]:.2f} of its weight on "
             f"'{html.escape(tokens[best])}'; scores = q·k × {factor:.3g} "
             f"(standard 1/√D = {1 / math.sqrt(D):.3g}, unscaled 1, over-scaled 1/D = {1 / D:.3g}; D = {D})."
-        )
+        ) + student.status(int(differs.sum()), max_diff, "cells (weights, or the row's output)")
         state = {
             "query": t,
             "factor": factor,
@@ -189,9 +247,19 @@ def attention_explorer(
             "output": out.numpy(),
             "tokens": list(tokens),
         }
+        if student:
+            state.update(
+                yours=None if yours is None else yours[1].float().numpy(),
+                differs=differs,
+                max_diff=max_diff,
+                error=student.error,
+            )
         return state, readout
 
-    return ui.Explorer("Attention weights over a sentence", controls, view, update)
+    return ui.Explorer(
+        "Attention weights over a sentence", controls, view, update, footer=student.footer()
+    )
+
 
 
 def _scale_options(D: int) -> list[tuple[str, float]]:
