@@ -238,19 +238,24 @@ class Explorer(widgets.VBox):
         self.refresh()
 
 
-def diff_overlay(ax: Any, shape: tuple[int, int], **imshow_kwargs: Any) -> Any:
-    """A transparent image over a heatmap; :func:`set_diff` paints the differing cells red."""
+_MARKS = {"red": (0.84, 0.15, 0.16, 0.45), "black": (0.0, 0.0, 0.0, 0.6)}
+
+
+def diff_overlay(ax: Any, shape: tuple[int, int], mark: str = "red", **imshow_kwargs: Any) -> Any:
+    """A transparent image over a heatmap; :func:`set_diff` paints the differing cells.
+
+    ``mark`` is "red" (over blue maps) or "black" (over red-blue maps, where red would hide).
+    """
     kwargs = {"interpolation": "nearest", "aspect": "auto", **imshow_kwargs}
-    return ax.imshow(np.zeros((*shape, 4)), **kwargs)
-
-
-_RED_RGBA = np.array([0.84, 0.15, 0.16, 0.45])
+    overlay = ax.imshow(np.zeros((*shape, 4)), **kwargs)
+    overlay.tlab_mark = np.array(_MARKS[mark])
+    return overlay
 
 
 def set_diff(overlay: Any, differs: np.ndarray) -> None:
-    """Show ``differs`` (a bool array of the heatmap's shape) as red cells on ``overlay``."""
+    """Show ``differs`` (a bool array of the heatmap's shape) as marked cells on ``overlay``."""
     rgba = np.zeros((*differs.shape, 4))
-    rgba[differs] = _RED_RGBA
+    rgba[differs] = overlay.tlab_mark
     overlay.set_data(rgba)
 
 

@@ -194,20 +194,22 @@ class Student:
             f"{html.escape(message)}</div>"
         )
 
-    def status(self, n_differ: int, max_diff: float, what: str = "entries") -> str:
-        """One HTML line for the readout: the error, or how far the student's result is off."""
+    def status(self, n_differ: int, max_diff: float | None, what: str = "entries") -> str:
+        """One HTML line for the readout: the error, or how far the student's result is off.
+
+        ``max_diff`` None (e.g. for boolean masks) leaves the size of the difference out.
+        """
         if self.fn is None:
             return ""
         if self.error is not None:
             return f"<br><span style='color:#d62728'>{html.escape(self.error)}</span>"
         if n_differ == 0:
-            return (
-                f"<br><span style='color:#2a7d2a'>yours matches the reference "
-                f"(max |difference| {max_diff:.1e}).</span>"
-            )
+            size = "" if max_diff is None else f" (max |difference| {max_diff:.1e})"
+            return f"<br><span style='color:#2a7d2a'>yours matches the reference{size}.</span>"
+        size = "" if max_diff is None else f" (max |difference| {max_diff:.3g})"
         return (
-            f"<br><span style='color:#d62728'>yours differs in {n_differ} {what} "
-            f"(max |difference| {max_diff:.3g}), marked in red.</span>"
+            f"<br><span style='color:#d62728'>yours differs in {n_differ} {what}{size}, "
+            f"marked in red.</span>"
         )
 
 

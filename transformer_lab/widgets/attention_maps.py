@@ -273,6 +273,8 @@ def _scale_options(D: int) -> list[tuple[str, float]]:
 
 
 def heads_explorer(
+    multi_head_attention: Any = None,
+    *,
     tokens: str | Sequence[str] | None = None,
     embeddings: Tensor | None = None,
     d_model: int = 16,
@@ -285,6 +287,9 @@ def heads_explorer(
     h*D .. (h+1)*D - 1 with D = C / H, so changing H re-slices the same projections.
 
     Args:
+        multi_head_attention: optional, your ``multi_head_attention(x_q, x_kv, w_q, w_k, w_v,
+            w_o, n_heads, mask=None) -> (out, weights)`` (batched or loop), run with the same
+            weights; the shown head of yours gets a heatmap beside the reference's.
         tokens: the sequence (default "the cat sat on the mat").
         embeddings: optional (T, C) token vectors; default seeded random.
         d_model: width C of the default embeddings.
@@ -292,9 +297,12 @@ def heads_explorer(
         seed: seed of the embeddings and projections.
     Returns:
         An Explorer with controls ``n_heads`` and ``head``; ``state()`` has ``weights``
-        (H, T, S), ``output`` (T, C) and ``attention`` (the MultiHeadAttention used).
-        Under grading, a placeholder.
+        (H, T, S), ``output`` (T, C) and ``attention`` (the MultiHeadAttention used); with your
+        function also ``yours`` (H, T, S) or None, ``differs`` (H, T, S) (a row also counts
+        as differing when its output does), ``max_diff`` and ``error``. Under grading, a
+        placeholder.
     """
+    student = Student(multi_head_attention, "multi_head_attention", "multi_head_attention")
     tokens, x = _inputs(tokens, embeddings, d_model, seed)
     C = x.shape[1]
     divisors = [h for h in range(1, C + 1) if C % h == 0]
@@ -320,7 +328,16 @@ def heads_explorer(
         return modules[H]
 
     T = len(tokens)
-    fig, (ax_head, ax_all) = ui.new_figure(2, figsize=(11, 3.6), width_ratios=[1, 2.2])
+    if student:
+        fig, (ax_head, ax_yours, ax_all) = ui.new_figure(
+            3, figsize=(14, 3.6), width_ratios=[1, 1, 2.2]
+        )
+        im_yours = _heatmap(ax_yours, T, T, tokens, tokens)
+        ax_yours.set_ylabel("")
+        yours_title = ax_yours.set_title(" ")
+        overlay = ui.diff_overlay(ax_yours, (T, T))
+    else:
+        fig, (ax_head, ax_all) = ui.new_figure(2, figsize=(11, 3.6), width_ratios=[1, 2.2])
     view = ui.FigureView(fig)
     im_head = _heatmap(ax_head, T, T, tokens, tokens)
     head_title = ax_head.set_title(" ")
@@ -349,6 +366,8 @@ def heads_explorer(
         for _ in range(C)
     ]
     view.animate(im_head, head_title, im_all, box, head_labels)
+    if student:
+        view.animate(im_yours, overlay, yours_title)
 
     controls = {
         "n_heads": ui.widgets.SelectionSlider(
@@ -382,11 +401,38 @@ def heads_explorer(
         box.set_x(h * (T + 1) * col)
         box.set_width(T * col)
         n_params = sum(p.numel() for p in mha.parameters())
+        differs, max_diff, yours = np.zeros((H, T, T), bool), 0.0, None
+        if student:
+            w_q, w_k, w_v, w_o = (
+                p.weight.detach().T for p in (mha.q_proj, mha.k_proj, mha.v_proj, mha.out_proj)
+            )  # (C, C) each, row-vector convention
+            yours = student.call_pair(
+                x[None], x[None], w_q, w_k, w_v, w_o, H, shapes=((1, T, C), (1, H, T, T))
+            )
+            if yours is not None:
+                differs, max_diff = compare(yours[1][0], weights[0])
+                out_differs, out_diff = compare(yours[0][0], out[0])  # (T, C)
+                differs = differs | out_differs.any(axis=1)[None, :, None]
+                max_diff = max(max_diff, out_diff)
+                im_yours.set_data(yours[1][0, h].float().numpy())
+            else:
+                im_yours.set_data(np.full((T, T), np.nan))
+            ui.set_diff(overlay, differs[h])
+            yours_title.set_text(f"yours, head {h}; red = differs")
         readout = (
             f"H = {H} heads × D = {C // H} features = C = {C}; parameters: {n_params} for every H "
             f"(4·C² + 4·C). Rows of every head sum to 1."
-        )
+        ) + student.status(int(differs.sum()), max_diff, "cells over all heads")
         state = {"n_heads": H, "head": h, "weights": w, "output": out[0].numpy(), "attention": mha}
+        if student:
+            state.update(
+                yours=None if yours is None else yours[1][0].float().numpy(),
+                differs=differs,
+                max_diff=max_diff,
+                error=student.error,
+            )
         return state, readout
 
-    return ui.Explorer("Multi-head attention patterns", controls, view, update)
+    return ui.Explorer(
+        "Multi-head attention patterns", controls, view, update, footer=student.footer()
+    )
