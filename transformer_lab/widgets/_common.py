@@ -21,6 +21,7 @@ from typing import Any
 
 import ipywidgets as widgets
 import numpy as np
+import torch
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
@@ -205,6 +206,10 @@ class Explorer(widgets.VBox):
         """Read the controls, update the plot and the readout, and re-encode the PNG."""
         start, start_cpu = time.perf_counter(), time.process_time()
         self._busy = True
+        # One thread: an explorer's tensors are tiny, and on a busy machine a second intra-op
+        # thread makes each small product ~100x slower (measured: 22 us vs 2.2 ms per matmul).
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
         try:
             state, readout = self._update()
         except Exception as err:
@@ -212,6 +217,7 @@ class Explorer(widgets.VBox):
             raise
         finally:
             self._busy = False
+            torch.set_num_threads(threads)
         self._state = state
         self.readout.value = readout
         self.image.value = self.view.render_png()

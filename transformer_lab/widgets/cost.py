@@ -117,19 +117,15 @@ def cost_explorer(self_attention_macs: Any = None, *, T: int = 128, C: int = 64)
         if (t, c) not in measured:
             layer = layers.setdefault(c, SelfAttention(c).eval())
             x = torch.randn(1, t, c, generator=torch.Generator().manual_seed(t * 1000 + c))
-            threads = torch.get_num_threads()
-            torch.set_num_threads(1)  # one thread: steadier timings on a shared machine
-            try:
-                with torch.no_grad():
-                    with _Counter() as counter:
-                        layer(x)  # counted (and a warm-up)
-                    best = float("inf")
-                    for _ in range(2 if t * c * (t + c) > 2e7 else 3):
-                        start = time.perf_counter()
-                        layer(x)
-                        best = min(best, time.perf_counter() - start)
-            finally:
-                torch.set_num_threads(threads)
+            # One thread (the explorer's refresh sets it): steadier timings on a shared machine.
+            with torch.no_grad():
+                with _Counter() as counter:
+                    layer(x)  # counted (and a warm-up)
+                best = float("inf")
+                for _ in range(2 if t * c * (t + c) > 2e7 else 3):
+                    start = time.perf_counter()
+                    layer(x)
+                    best = min(best, time.perf_counter() - start)
             measured[(t, c)] = (counter.macs, best)
         return measured[(t, c)]
 
