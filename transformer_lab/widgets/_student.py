@@ -194,10 +194,13 @@ class Student:
             f"{html.escape(message)}</div>"
         )
 
-    def status(self, n_differ: int, max_diff: float | None, what: str = "entries") -> str:
+    def status(
+        self, n_differ: int, max_diff: float | None, what: str = "entries", mark: str = "in red"
+    ) -> str:
         """One HTML line for the readout: the error, or how far the student's result is off.
 
-        ``max_diff`` None (e.g. for boolean masks) leaves the size of the difference out.
+        ``max_diff`` None (e.g. for boolean masks) leaves the size of the difference out;
+        ``mark`` says how the plot marks the differences.
         """
         if self.fn is None:
             return ""
@@ -209,7 +212,7 @@ class Student:
         size = "" if max_diff is None else f" (max |difference| {max_diff:.3g})"
         return (
             f"<br><span style='color:#d62728'>yours differs in {n_differ} {what}{size}, "
-            f"marked in red.</span>"
+            f"marked {mark}.</span>"
         )
 
 

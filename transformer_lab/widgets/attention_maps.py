@@ -178,7 +178,9 @@ def attention_explorer(
     if student:
         your_out = ax_out.scatter(range(D), np.zeros(D), marker="D", s=22, color=ui.GREEN, zorder=5)
         view.animate(im_yours, overlay, your_out)
-    w_q, w_k, w_v = (p.weight.detach().T for p in (attention.q_proj, attention.k_proj, attention.v_proj))
+    w_q, w_k, w_v = (
+        p.weight.detach().T for p in (attention.q_proj, attention.k_proj, attention.v_proj)
+    )
 
     controls = {
         "query": ui.widgets.Dropdown(
@@ -200,9 +202,7 @@ def attention_explorer(
         t = controls["query"].value
         factor = controls["scale"].value
         # scaled_dot_product_attention divides by sqrt(D) itself; fold the chosen factor into q.
-        out, weights = reference_attention(
-            q * (factor * math.sqrt(D)), k, v
-        )  # (T, D), (T, S)
+        out, weights = reference_attention(q * (factor * math.sqrt(D)), k, v)  # (T, D), (T, S)
         w = weights.numpy()
         im.set_data(w)
         row_box.set_y(t - 0.5)
@@ -259,7 +259,6 @@ def attention_explorer(
     return ui.Explorer(
         "Attention weights over a sentence", controls, view, update, footer=student.footer()
     )
-
 
 
 def _scale_options(D: int) -> list[tuple[str, float]]:

@@ -104,11 +104,17 @@ def cost_explorer(self_attention_macs: Any = None, *, T: int = 128, C: int = 64)
     for i, c in enumerate(C_OPTIONS):
         ax_time.scatter([], [], s=25, color=cmap(i / (len(C_OPTIONS) - 1)), label=f"C = {c}")
     ax_time.legend(loc="upper left", frameon=False, fontsize=8)
-    view.animate(proj_line, attn_line, total_line, counted_dot, yours_dot, count_title, seen, now_dot)
+    view.animate(
+        proj_line, attn_line, total_line, counted_dot, yours_dot, count_title, seen, now_dot
+    )
 
     controls = {
-        "T": ui.widgets.SelectionSlider(options=T_OPTIONS, value=T, description="T", style=ui.STYLE),
-        "C": ui.widgets.SelectionSlider(options=C_OPTIONS, value=C, description="C", style=ui.STYLE),
+        "T": ui.widgets.SelectionSlider(
+            options=T_OPTIONS, value=T, description="T", style=ui.STYLE
+        ),
+        "C": ui.widgets.SelectionSlider(
+            options=C_OPTIONS, value=C, description="C", style=ui.STYLE
+        ),
     }
     measured: dict[tuple[int, int], tuple[int, float]] = {}  # (T, C) -> (counted, seconds)
     layers: dict[int, SelfAttention] = {}

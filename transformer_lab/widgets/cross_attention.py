@@ -23,7 +23,14 @@ __all__ = ["cross_attention_explorer"]
 
 SOURCE = ("le", "chat", "noir", "dort", "sur", "le", "tapis")
 TARGET = ("the", "black", "cat", "sleeps", "on", "the", "mat")
-MEANING = {"le": "the", "chat": "cat", "noir": "black", "dort": "sleeps", "sur": "on", "tapis": "mat"}
+MEANING = {
+    "le": "the",
+    "chat": "cat",
+    "noir": "black",
+    "dort": "sleeps",
+    "sur": "on",
+    "tapis": "mat",
+}
 
 
 def cross_attention_explorer(
@@ -45,9 +52,13 @@ def cross_attention_explorer(
     """
     student = Student(cross_attention, "cross_attention", "cross_attention")
     if isinstance(n_queries, bool) or not isinstance(n_queries, int) or not 1 <= n_queries <= 7:
-        raise ValueError(f"n_queries must be an integer from 1 to 7, but received n_queries={n_queries!r}.")
+        raise ValueError(
+            f"n_queries must be an integer from 1 to 7, but received n_queries={n_queries!r}."
+        )
     if isinstance(d_model, bool) or not isinstance(d_model, int) or not 4 <= d_model <= 256:
-        raise ValueError(f"d_model must be an integer from 4 to 256, but received d_model={d_model!r}.")
+        raise ValueError(
+            f"d_model must be an integer from 4 to 256, but received d_model={d_model!r}."
+        )
     if (placeholder := placeholder_if_grading("cross_attention_explorer")) is not None:
         return placeholder
 
@@ -57,7 +68,9 @@ def cross_attention_explorer(
     target = list(TARGET[:T])
     gen = torch.Generator().manual_seed(seed)
     meanings = {m: torch.randn(C, generator=gen) for m in sorted(set(MEANING.values()))}
-    x_src = torch.stack([meanings[MEANING[w]] + 0.3 * torch.randn(C, generator=gen) for w in SOURCE])
+    x_src = torch.stack(
+        [meanings[MEANING[w]] + 0.3 * torch.randn(C, generator=gen) for w in SOURCE]
+    )
     x_tgt = torch.stack([meanings[w] + 0.3 * torch.randn(C, generator=gen) for w in target])
     eye = torch.eye(C)
 
@@ -91,19 +104,27 @@ def cross_attention_explorer(
         view.animate(im_yours, overlay)
 
     controls = {
-        "query": ui.widgets.Dropdown(options=[(f"{t}: {w}", t) for t, w in enumerate(target)],
-                                     value=min(1, T - 1), description="query", style=ui.STYLE),  # fmt: skip
-        "source_length": ui.widgets.IntSlider(value=S, min=1, max=S, description="real source words",
-                                              style=ui.STYLE),  # fmt: skip
-        "sharpness": ui.widgets.FloatLogSlider(value=1.0, base=2, min=-2, max=2, step=0.25,
-                                               description="scores ×", style=ui.STYLE),  # fmt: skip
+        "query": ui.widgets.Dropdown(
+            options=[(f"{t}: {w}", t) for t, w in enumerate(target)],
+            value=min(1, T - 1),
+            description="query",
+            style=ui.STYLE,
+        ),  # fmt: skip
+        "source_length": ui.widgets.IntSlider(
+            value=S, min=1, max=S, description="real source words", style=ui.STYLE
+        ),  # fmt: skip
+        "sharpness": ui.widgets.FloatLogSlider(
+            value=1.0, base=2, min=-2, max=2, step=0.25, description="scores ×", style=ui.STYLE
+        ),  # fmt: skip
     }
 
     def update() -> tuple[dict[str, Any], str]:
         t, n_real, sharp = (controls[n].value for n in ("query", "source_length", "sharpness"))
         mask = torch.arange(S) < n_real  # (S,), True = a real source word
         w_q = eye * sharp  # the factor folded into W_q
-        out, weights = reference_attention(x_tgt @ w_q, x_src, x_src, mask[None, :])  # (T, C), (T, S)
+        out, weights = reference_attention(
+            x_tgt @ w_q, x_src, x_src, mask[None, :]
+        )  # (T, C), (T, S)
         w = weights.numpy()
         im.set_data(w)
         pad_shade.set_x(n_real - 0.5)

@@ -59,7 +59,9 @@ def equivariance_explorer(
     check_positive("d_model", d_model)
     check_positive("d_head", d_head)
     if d_model % 2:
-        raise ValueError(f"d_model must be even (for the positions), but received d_model={d_model}.")
+        raise ValueError(
+            f"d_model must be even (for the positions), but received d_model={d_model}."
+        )
     if (placeholder := placeholder_if_grading("equivariance_explorer")) is not None:
         return placeholder
 
@@ -165,7 +167,7 @@ def equivariance_explorer(
         readout = (
             f"perm = {perm.tolist()} ({moved} of {T} tokens moved); largest |SA(x[perm]) − "
             f"SA(x)[perm]| = {float(gap.max()):.2e}: {verdict}."
-        ) + student.status(int(differs.sum()), max_diff, "entries").replace("in red", "dark")
+        ) + student.status(int(differs.sum()), max_diff, "entries", "dark")
         state = {
             "perm": perm.numpy(),
             "positions": with_positions,

@@ -134,7 +134,9 @@ def head_layout_explorer(
         )
         i = 3
     merged_title = "merge_heads(split) → (T, C)"
-    panels["merged"] = block_axes(axes[i], "your " + merged_title if your_merge else merged_title, C)
+    panels["merged"] = block_axes(
+        axes[i], "your " + merged_title if your_merge else merged_title, C
+    )
     if your_merge:
         panels["merged_overlay"] = ui.diff_overlay(
             axes[i], (T, C), "black", extent=(0, 1, T - 0.5, -0.5)
@@ -213,7 +215,7 @@ def head_layout_explorer(
         )
         for st, n in ((your_split, int(differs.sum())), (your_merge, int(differs_merged.sum()))):
             if st:
-                readout += st.status(n, max_diff, "cells").replace("in red", "dark")
+                readout += st.status(n, max_diff, "cells", "dark")
         state = {
             "n_heads": H,
             "head": h,

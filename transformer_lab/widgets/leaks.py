@@ -60,7 +60,9 @@ def _layer(kind: str, T: int, C: int, seed: int) -> Any:
     return attend
 
 
-def leak_explorer(future_leaks: Any = None, *, seq_len: int = 8, d_model: int = 6, seed: int = 0) -> Any:
+def leak_explorer(
+    future_leaks: Any = None, *, seq_len: int = 8, d_model: int = 6, seed: int = 0
+) -> Any:
     """Perturb input token s of a (possibly leaky) causal layer; bars show which outputs moved.
 
     Args:
@@ -106,7 +108,9 @@ def leak_explorer(future_leaks: Any = None, *, seq_len: int = 8, d_model: int = 
     fig, (ax_bar, ax_mat) = ui.new_figure(2, figsize=(10.5, 3.6), width_ratios=[1.2, 1])
     view = ui.FigureView(fig)
     bars = ax_bar.bar(range(T), np.zeros(T), color=ui.BLUE)
-    past = ui.Rectangle((-0.5, 0), 0, 1, color=ui.GREY, alpha=0.25, transform=ax_bar.get_xaxis_transform())
+    past = ui.Rectangle(
+        (-0.5, 0), 0, 1, color=ui.GREY, alpha=0.25, transform=ax_bar.get_xaxis_transform()
+    )
     ax_bar.add_patch(past)
     ax_bar.set_yscale("symlog", linthresh=1e-6)
     ax_bar.set_ylim(0, 10)
@@ -125,12 +129,15 @@ def leak_explorer(future_leaks: Any = None, *, seq_len: int = 8, d_model: int = 
     view.animate(list(bars), past, bar_title, im, leak_overlay, column)
 
     controls = {
-        "layer": ui.widgets.Dropdown(options=list(LAYERS), value="causal mask (correct)",
-                                     description="layer", style=ui.STYLE),  # fmt: skip
-        "token": ui.widgets.IntSlider(value=T // 2, min=0, max=T - 1, description="change input s",
-                                      style=ui.STYLE),  # fmt: skip
-        "size": ui.widgets.FloatLogSlider(value=1.0, base=10, min=-3, max=1, step=0.25,
-                                          description="by", style=ui.STYLE),  # fmt: skip
+        "layer": ui.widgets.Dropdown(
+            options=list(LAYERS), value="causal mask (correct)", description="layer", style=ui.STYLE
+        ),  # fmt: skip
+        "token": ui.widgets.IntSlider(
+            value=T // 2, min=0, max=T - 1, description="change input s", style=ui.STYLE
+        ),  # fmt: skip
+        "size": ui.widgets.FloatLogSlider(
+            value=1.0, base=10, min=-3, max=1, step=0.25, description="by", style=ui.STYLE
+        ),  # fmt: skip
     }
     matrices: dict[tuple[str, float], Tensor] = {}
 
@@ -146,7 +153,9 @@ def leak_explorer(future_leaks: Any = None, *, seq_len: int = 8, d_model: int = 
                 if isinstance(value, (bool, np.bool_)):
                     got = bool(value)
                 else:
-                    student.error = f"your {student.name} returned {type(value).__name__}, not True or False."
+                    student.error = (
+                        f"your {student.name} returned {type(value).__name__}, not True or False."
+                    )
             except NotImplementedError:
                 student.error = f"your {student.name} is not implemented yet."
             except Exception as err:

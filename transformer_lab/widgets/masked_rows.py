@@ -28,7 +28,9 @@ __all__ = ["masked_row_explorer"]
 N_LAYERS = 6
 
 
-def masked_row_explorer(softmax: Any = None, *, seq_len: int = 6, d_model: int = 8, seed: int = 0) -> Any:
+def masked_row_explorer(
+    softmax: Any = None, *, seq_len: int = 6, d_model: int = 8, seed: int = 0
+) -> Any:
     """Which tokens are NaN after each layer, with a naive, a safe (or your) softmax.
 
     Args:
@@ -58,7 +60,8 @@ def masked_row_explorer(softmax: Any = None, *, seq_len: int = 6, d_model: int =
     gen = torch.Generator().manual_seed(seed)
     x0 = torch.randn(T, C, generator=gen)
     weights_of = [
-        tuple(torch.randn(C, C, generator=gen) / math.sqrt(C) for _ in range(3)) for _ in range(N_LAYERS)
+        tuple(torch.randn(C, C, generator=gen) / math.sqrt(C) for _ in range(3))
+        for _ in range(N_LAYERS)
     ]
 
     def naive(scores: Tensor) -> Tensor:
@@ -108,12 +111,15 @@ def masked_row_explorer(softmax: Any = None, *, seq_len: int = 6, d_model: int =
 
     options = ["naive", "safe"] + (["yours"] if student else [])
     controls = {
-        "softmax": ui.widgets.ToggleButtons(options=options, value="naive", description="softmax",
-                                            style=ui.STYLE),  # fmt: skip
-        "padding": ui.widgets.IntSlider(value=1, min=0, max=T - 2, description="left padding",
-                                        style=ui.STYLE),  # fmt: skip
-        "layer": ui.widgets.IntSlider(value=1, min=1, max=N_LAYERS, description="show layer",
-                                      style=ui.STYLE),  # fmt: skip
+        "softmax": ui.widgets.ToggleButtons(
+            options=options, value="naive", description="softmax", style=ui.STYLE
+        ),  # fmt: skip
+        "padding": ui.widgets.IntSlider(
+            value=1, min=0, max=T - 2, description="left padding", style=ui.STYLE
+        ),  # fmt: skip
+        "layer": ui.widgets.IntSlider(
+            value=1, min=1, max=N_LAYERS, description="show layer", style=ui.STYLE
+        ),  # fmt: skip
     }
 
     def update() -> tuple[dict[str, Any], str]:
@@ -143,15 +149,14 @@ def masked_row_explorer(softmax: Any = None, *, seq_len: int = 6, d_model: int =
         ui.set_diff(w_overlay, w_differs)
         n_nan = int(nan[-1].sum())
         first = next((i + 1 for i in range(N_LAYERS) if nan[i].all()), None)
-        readout = (
-            f"{pad} padding key(s) + causal mask: {pad} query row(s) see nothing. "
-            + (
-                f"{kind} softmax: NaN in {n_nan} of {T} tokens after {N_LAYERS} layers"
-                + (f"; every token is NaN from layer {first} on." if first else ".")
-            )
+        readout = f"{pad} padding key(s) + causal mask: {pad} query row(s) see nothing. " + (
+            f"{kind} softmax: NaN in {n_nan} of {T} tokens after {N_LAYERS} layers"
+            + (f"; every token is NaN from layer {first} on." if first else ".")
         )
         if kind == "yours":
-            readout += student.status(int(differs.sum()), max_diff, "token states (vs the safe softmax)")
+            readout += student.status(
+                int(differs.sum()), max_diff, "token states (vs the safe softmax)", "dark"
+            )
         state = {
             "softmax": kind,
             "padding": pad,

@@ -95,7 +95,9 @@ def mask_explorer(
         images.append(
             ax_w.imshow(np.zeros((S, S)), cmap="Blues", vmin=0, vmax=1, interpolation="nearest")
         )
-        ax_mask.set_title(f"sequence {b}: " + ("your mask (red = differs)" if any_student else "mask"))
+        ax_mask.set_title(
+            f"sequence {b}: " + ("your mask (red = differs)" if any_student else "mask")
+        )
         ax_w.set_title(f"sequence {b}: weights")
         for ax in (ax_mask, ax_w):
             ax.set_xticks(range(S))

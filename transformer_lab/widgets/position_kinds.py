@@ -43,7 +43,9 @@ def _trained_table(T: int, seed: int) -> Tensor:
 
         state = torch.load(checkpoint_path("tiny_gpt"), map_location="cpu", weights_only=False)
         table = next(
-            v for k, v in state["model"].items() if "pos" in k and getattr(v, "dim", lambda: 0)() == 2
+            v
+            for k, v in state["model"].items()
+            if "pos" in k and getattr(v, "dim", lambda: 0)() == 2
         )
         if table.shape[0] >= T and table.shape[1] == WIDTH:
             return table[:T].float()
@@ -125,12 +127,15 @@ def position_kinds_explorer(
     view.animate(im_tab, overlay, tab_title, im_pos, im_tok, tok_title, list(part_bars))
 
     controls = {
-        "kind": ui.widgets.ToggleButtons(options=list(KINDS), value=KINDS[0], description="table",
-                                         style=ui.STYLE),  # fmt: skip
-        "combine": ui.widgets.ToggleButtons(options=["add", "concatenate"], value="add",
-                                            description="combine", style=ui.STYLE),  # fmt: skip
-        "strength": ui.widgets.FloatSlider(value=1.0, min=0.0, max=3.0, step=0.1,
-                                           description="position strength a", style=ui.STYLE),  # fmt: skip
+        "kind": ui.widgets.ToggleButtons(
+            options=list(KINDS), value=KINDS[0], description="table", style=ui.STYLE
+        ),  # fmt: skip
+        "combine": ui.widgets.ToggleButtons(
+            options=["add", "concatenate"], value="add", description="combine", style=ui.STYLE
+        ),  # fmt: skip
+        "strength": ui.widgets.FloatSlider(
+            value=1.0, min=0.0, max=3.0, step=0.1, description="position strength a", style=ui.STYLE
+        ),  # fmt: skip
     }
     your_table: list[Any] = [None, None]  # computed once: (table or None, differs)
 
@@ -159,7 +164,9 @@ def position_kinds_explorer(
         parts = np.array([float(content), float(positional), float(cross)]) / total
         im_tab.set_data(table.numpy())
         ui.set_diff(overlay, differs)
-        tab_title.set_text(f"{kind} table (T, C={C})" + (" — yours" if kind == KINDS[0] and student else ""))
+        tab_title.set_text(
+            f"{kind} table (T, C={C})" + (" — yours" if kind == KINDS[0] and student else "")
+        )
         pos_sim = _cosine(table)
         tok_sim = _cosine(z)
         im_pos.set_data(pos_sim.numpy())
@@ -175,7 +182,7 @@ def position_kinds_explorer(
             f"(1.00 without positions)."
         )
         if student:
-            readout += student.status(int(differs.sum()), max_diff).replace("in red", "dark")
+            readout += student.status(int(differs.sum()), max_diff, mark="dark")
         state = {
             "kind": kind,
             "combine": combine,

@@ -214,7 +214,7 @@ def positional_explorer(
             f"t = {t}, C = {C}, base = {b:.0f}: the fastest hand turns 1 rad per position, the slowest "
             f"{b ** (-(C - 2) / C):.2e} rad; longest wavelength 2π·base^((C-2)/C) = "
             f"{2 * math.pi * b ** ((C - 2) / C):.3g} positions."
-        ) + student.status(int(differs.sum()), max_diff).replace("in red", "dark")
+        ) + student.status(int(differs.sum()), max_diff, mark="dark")
         state = {
             "d_model": C,
             "base": b,

@@ -26,7 +26,9 @@ __all__ = ["rope_explorer"]
 N_POSITIONS, MAX_OFFSET, OTHER_T = 64, 16, 16
 
 
-def rope_explorer(apply_rope: Any = None, *, d_head: int = 16, base: float = 100.0, seed: int = 0) -> Any:
+def rope_explorer(
+    apply_rope: Any = None, *, d_head: int = 16, base: float = 100.0, seed: int = 0
+) -> Any:
     """One query and one key, rotated to positions t and s = t + offset; scores against offset.
 
     Args:
@@ -43,8 +45,15 @@ def rope_explorer(apply_rope: Any = None, *, d_head: int = 16, base: float = 100
         ``differs`` (T, T), ``max_diff`` and ``error``. Under grading, a placeholder.
     """
     student = Student(apply_rope, "apply_rope", "apply_rope")
-    if isinstance(d_head, bool) or not isinstance(d_head, int) or d_head % 2 or not 2 <= d_head <= 64:
-        raise ValueError(f"d_head must be an even integer from 2 to 64, but received d_head={d_head!r}.")
+    if (
+        isinstance(d_head, bool)
+        or not isinstance(d_head, int)
+        or d_head % 2
+        or not 2 <= d_head <= 64
+    ):
+        raise ValueError(
+            f"d_head must be an even integer from 2 to 64, but received d_head={d_head!r}."
+        )
     if not 2 <= base <= 1e5:
         raise ValueError(f"base must lie between 2 and 100000, but received base={base}.")
     if (placeholder := placeholder_if_grading("rope_explorer")) is not None:
@@ -81,7 +90,9 @@ def rope_explorer(apply_rope: Any = None, *, d_head: int = 16, base: float = 100
         return out
 
     n_panels = 3
-    fig, (ax_pair, ax_curve, ax_mat) = ui.new_figure(n_panels, figsize=(13, 3.8), width_ratios=[0.9, 1.3, 1])
+    fig, (ax_pair, ax_curve, ax_mat) = ui.new_figure(
+        n_panels, figsize=(13, 3.8), width_ratios=[0.9, 1.3, 1]
+    )
     view = ui.FigureView(fig)
     radius = 1.15 * float(torch.stack([q, k]).view(2, -1, 2).norm(dim=-1).max())
     circle = np.linspace(0, 2 * math.pi, 100)
@@ -132,11 +143,15 @@ def rope_explorer(apply_rope: Any = None, *, d_head: int = 16, base: float = 100
     view.animate(other_line, slow=True)
 
     controls = {
-        "t": ui.widgets.IntSlider(value=5, min=0, max=T - MAX_OFFSET - 1, description="query position t",
-                                  style=ui.STYLE),  # fmt: skip
-        "offset": ui.widgets.IntSlider(value=3, min=-MAX_OFFSET, max=MAX_OFFSET, description="offset s − t",
-                                       style=ui.STYLE),  # fmt: skip
-        "pair": ui.widgets.IntSlider(value=0, min=0, max=D // 2 - 1, description="pair i", style=ui.STYLE),
+        "t": ui.widgets.IntSlider(
+            value=5, min=0, max=T - MAX_OFFSET - 1, description="query position t", style=ui.STYLE
+        ),  # fmt: skip
+        "offset": ui.widgets.IntSlider(
+            value=3, min=-MAX_OFFSET, max=MAX_OFFSET, description="offset s − t", style=ui.STYLE
+        ),  # fmt: skip
+        "pair": ui.widgets.IntSlider(
+            value=0, min=0, max=D // 2 - 1, description="pair i", style=ui.STYLE
+        ),
     }
 
     def update() -> tuple[dict[str, Any], str]:
@@ -157,14 +172,18 @@ def rope_explorer(apply_rope: Any = None, *, d_head: int = 16, base: float = 100
         cell.set_visible(valid)
         score = float(scores[t, sv]) if valid else float("nan")
         other = float(scores[OTHER_T, OTHER_T + off])
-        curve_title.set_text(f"t = {t}: score at offset {off} = {score:.3f} (at t = {OTHER_T}: {other:.3f})")
+        curve_title.set_text(
+            f"t = {t}: score at offset {off} = {score:.3f} (at t = {OTHER_T}: {other:.3f})"
+        )
         if yours_scores is not None:
             yc = curve(yours_scores, t)
             dots_differ = np.zeros(len(offsets), bool)
             ok = ~np.isnan(yc)
             rows = t + offsets
             dots_differ[ok] = differs[t, rows[ok]]
-            yours_dots.set_offsets(np.c_[offsets, np.nan_to_num(np.clip(yc, -bound, bound), nan=-2 * bound)])
+            yours_dots.set_offsets(
+                np.c_[offsets, np.nan_to_num(np.clip(yc, -bound, bound), nan=-2 * bound)]
+            )
             yours_dots.set_color([ui.RED if d else ui.GREEN for d in dots_differ])
             yq_line.set_data([0, yours_q[t, 2 * i]], [0, yours_q[t, 2 * i + 1]])
             yk_line.set_data([0, yours_k[sv, 2 * i]], [0, yours_k[sv, 2 * i + 1]])
@@ -172,8 +191,8 @@ def rope_explorer(apply_rope: Any = None, *, d_head: int = 16, base: float = 100
             f"q at t = {t}, k at s = {s}: score {score:.4f}; the same offset {off} at t = {OTHER_T} "
             f"gives {other:.4f} (difference {abs(score - other):.1e}): only s − t matters."
         ) + student.status(
-            int(differs.sum()) + n_rows_differ, max_diff, "scores or rotated entries"
-        ).replace("in red", "dark/red")
+            int(differs.sum()) + n_rows_differ, max_diff, "scores or rotated entries", "dark/red"
+        )
         state = {
             "t": t,
             "offset": off,
@@ -193,4 +212,6 @@ def rope_explorer(apply_rope: Any = None, *, d_head: int = 16, base: float = 100
             )
         return state, readout
 
-    return ui.Explorer("Rotary position embedding (RoPE)", controls, view, update, footer=student.footer())
+    return ui.Explorer(
+        "Rotary position embedding (RoPE)", controls, view, update, footer=student.footer()
+    )
