@@ -213,7 +213,8 @@ class Explorer(widgets.VBox):
         try:
             state, readout = self._update()
         except Exception as err:
-            self.readout.value = f"<span style='color:{RED}'>{html.escape(type(err).__name__)}: {html.escape(str(err))}</span>"
+            message = f"{type(err).__name__}: {err}"
+            self.readout.value = f"<span style='color:{RED}'>{html.escape(message)}</span>"
             raise
         finally:
             self._busy = False

@@ -5,17 +5,15 @@ On every slider step it calls that function on the same inputs as the reference,
 :meth:`Student.call`, which never raises: an exception, ``None``, a tuple where a tensor belongs
 or a wrong shape becomes one line (``Student.error``) that the explorer shows instead of a
 traceback. :func:`compare` marks the entries that differ. The check's diagnosis (the same words
-``checks.check_<exercise>`` would print) is computed once, when the explorer is built, and shown
-under the plot.
+``checks.check_<exercise>`` would print, from ``checks.diagnose``) is computed once, when the
+explorer is built, and shown under the plot.
 
 Torch only: no widgets are imported here, so grading can import it freely.
 """
 
 from __future__ import annotations
 
-import contextlib
 import html
-import io
 from collections.abc import Callable
 from typing import Any
 
@@ -41,33 +39,19 @@ def _first_line(err: BaseException) -> str:
 def diagnose(exercise: str, fn: Callable[..., Any]) -> tuple[bool, str]:
     """The instant check's verdict on ``fn``, without raising: ``(passed, one_line_message)``.
 
-    Uses ``checks.diagnose(exercise, fn)`` when the checks provide it, else runs
-    ``checks.check_<exercise>(fn)`` and catches its AssertionError.
+    A thin layer over ``checks.diagnose(exercise, fn)`` (None when the check passes, else a
+    ``Diagnosis`` whose ``message`` names the mistake).
     """
     from transformer_lab import checks
 
-    engine = getattr(checks, "diagnose", None)
-    if engine is not None:
-        try:
-            verdict = engine(exercise, fn)
-        except Exception as err:  # the diagnosis must never break an explorer
-            return False, f"the check could not run: {type(err).__name__}: {_first_line(err)}"
-        if verdict is None:
-            return True, f"✓ check_{exercise} passes."
-        passed = bool(getattr(verdict, "passed", False))
-        message = getattr(verdict, "message", None) or str(verdict)
-        return passed, message.strip().splitlines()[0] if message.strip() else str(verdict)
-    check = getattr(checks, f"check_{exercise}")
-    out = io.StringIO()
     try:
-        with contextlib.redirect_stdout(out):
-            check(fn)
-    except AssertionError as err:
-        return False, str(err).strip()
-    except Exception as err:
+        verdict = checks.diagnose(exercise, fn)
+    except Exception as err:  # the diagnosis must never break an explorer
         return False, f"the check could not run: {type(err).__name__}: {_first_line(err)}"
-    lines = out.getvalue().strip().splitlines()
-    return True, lines[-1] if lines else f"✓ check_{exercise} passed."
+    if verdict is None:
+        return True, f"✓ passes check_{exercise}."
+    message = str(getattr(verdict, "message", verdict)).strip()
+    return False, message.splitlines()[0] if message else f"check_{exercise} failed."
 
 
 class Student:

@@ -125,7 +125,8 @@ def attention_explorer(
             _seeded_(proj, gen)
     elif not all(hasattr(attention, p) for p in ("q_proj", "k_proj", "v_proj")):
         raise TypeError(
-            f"attention must have q_proj, k_proj and v_proj (like SelfAttention), but received {type(attention).__name__}."
+            "attention must have q_proj, k_proj and v_proj (like SelfAttention), but received "
+            f"{type(attention).__name__}."
         )
     elif attention.q_proj.in_features != C:
         raise ValueError(
