@@ -6,7 +6,6 @@ and asserts both that the picture changed and, where cheap, that what is plotted
 
 from __future__ import annotations
 
-import io
 import math
 import os
 import subprocess
@@ -17,6 +16,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from widget_helpers import assert_blit_matches_full_draw, changes_picture
 
 from transformer_lab import SelfAttention
 from transformer_lab import widgets as tw
@@ -30,6 +30,14 @@ EXPLORERS = [
     "positional_explorer",
     "mask_explorer",
     "sampling_explorer",
+    "equivariance_explorer",
+    "cost_explorer",
+    "head_layout_explorer",
+    "position_kinds_explorer",
+    "rope_explorer",
+    "cross_attention_explorer",
+    "masked_row_explorer",
+    "leak_explorer",
 ]
 
 
@@ -38,48 +46,6 @@ def interactive(monkeypatch):
     """Build real explorers even if the suite itself runs under a grading flag."""
     monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
     monkeypatch.delenv("TLAB_GRADING", raising=False)
-
-
-def pixels(png: bytes) -> np.ndarray:
-    from PIL import Image
-
-    return np.asarray(Image.open(io.BytesIO(png)).convert("RGB"), dtype=np.int16)
-
-
-def changes_picture(explorer, name, value) -> bytes:
-    """Set one control and assert the shown PNG changed; return the new PNG."""
-    before = explorer.image.value
-    explorer.controls[name].value = value
-    after = explorer.image.value
-    assert after[:8] == b"\x89PNG\r\n\x1a\n"
-    assert after != before, f"moving {name} to {value!r} did not change the picture"
-    assert np.abs(pixels(after) - pixels(before)).max() > 50, (
-        f"moving {name} changed no visible pixel"
-    )
-    return after
-
-
-def assert_blit_matches_full_draw(explorer, max_fraction=0.003):
-    """The cached-background frame must show what a full redraw shows (no stale layer).
-
-    Animated artists are drawn on top rather than in z-order, so a few pixels where a static
-    line crosses a bar may differ; anything stale would differ in many more.
-    """
-    blitted = pixels(explorer.image.value)
-    view = explorer.view
-    artists = view.fast + view.slow
-    for a in artists:
-        a.set_animated(False)
-    try:
-        from transformer_lab.widgets._common import render_png
-
-        full = pixels(render_png(explorer.figure))
-    finally:
-        for a in artists:
-            a.set_animated(True)
-        view.invalidate()
-    differing = (np.abs(blitted - full).max(axis=-1) > 40).mean()
-    assert differing < max_fraction, f"{differing:.1%} of pixels differ from a full redraw"
 
 
 # --------------------------------------------------------------------------- import and grading
@@ -156,7 +122,7 @@ def test_state_returns_copies():
 
 def test_softmax_bars_are_torch_softmax_of_scores_over_temperature():
     scores = [1.5, -0.5, 0.25, 3.0]
-    ex = tw.softmax_explorer(scores, labels=list("abcd"))
+    ex = tw.softmax_explorer(scores=scores, labels=list("abcd"))
     for tau in (0.05, 0.3, 1.0, 7.0, 20.0):
         ex.controls["temperature"].value = tau
         st = ex.state()
@@ -183,17 +149,17 @@ def test_softmax_temperature_changes_the_picture_and_the_shift_changes_nothing_t
 
 def test_softmax_explorer_bad_input():
     with pytest.raises(ValueError, match=r"scores must hold 2 to 32 values, but received 1\."):
-        tw.softmax_explorer([1.0])
+        tw.softmax_explorer(scores=[1.0])
     with pytest.raises(ValueError, match=r"received 2 labels for 3 scores\."):
-        tw.softmax_explorer([1.0, 2.0, 3.0], labels=["a", "b"])
+        tw.softmax_explorer(scores=[1.0, 2.0, 3.0], labels=["a", "b"])
     with pytest.raises(
         ValueError, match=r"temperature must lie between 0\.05 and 20, but received temperature=0\."
     ):
         tw.softmax_explorer(temperature=0)
     with pytest.raises(TypeError, match=r"scores must be a tensor or a list of numbers"):
-        tw.softmax_explorer(["a", "b"])
+        tw.softmax_explorer(scores=["a", "b"])
     with pytest.raises(ValueError, match=r"scores must have 1 dimensions"):
-        tw.softmax_explorer(torch.zeros(2, 2))
+        tw.softmax_explorer(scores=torch.zeros(2, 2))
 
 
 # --------------------------------------------------------------------------- scaling
@@ -277,7 +243,7 @@ def test_attention_scale_options_hold_the_three_named_factors():
 
 
 def test_attention_query_and_scale_change_the_picture():
-    ex = tw.attention_explorer("the cat sat on the mat")
+    ex = tw.attention_explorer(tokens="the cat sat on the mat")
     w = ex.state()["weights"]
     np.testing.assert_allclose(w[0], w[4], rtol=1e-6)  # the two "the"s: no positions, same row
     np.testing.assert_allclose(w.sum(-1), 1.0, rtol=1e-6)
@@ -296,7 +262,7 @@ def test_attention_explorer_uses_a_given_module_and_embeddings():
     torch.manual_seed(0)
     attn = SelfAttention(8, d_head=4)
     x = torch.randn(3, 8)
-    ex = tw.attention_explorer(["a", "b", "c"], embeddings=x, attention=attn)
+    ex = tw.attention_explorer(tokens=["a", "b", "c"], embeddings=x, attention=attn)
     with torch.no_grad():
         ref = attn.q_proj(x)
     torch.testing.assert_close(torch.from_numpy(ex.state()["q"]), ref)
@@ -304,15 +270,17 @@ def test_attention_explorer_uses_a_given_module_and_embeddings():
 
 def test_attention_explorer_bad_input():
     with pytest.raises(ValueError, match=r"tokens must hold 1 to 16 tokens, but received 0\."):
-        tw.attention_explorer([])
+        tw.attention_explorer(tokens=[])
     with pytest.raises(TypeError, match=r"tokens must be a string or a list of strings"):
-        tw.attention_explorer([1, 2])
+        tw.attention_explorer(tokens=[1, 2])
     with pytest.raises(ValueError, match=r"received 2 rows for 3 tokens\."):
-        tw.attention_explorer("a b c", embeddings=torch.randn(2, 8))
+        tw.attention_explorer(tokens="a b c", embeddings=torch.randn(2, 8))
     with pytest.raises(
         ValueError, match=r"inputs of width 8 like the embeddings, but its q_proj takes 6\."
     ):
-        tw.attention_explorer("a b c", embeddings=torch.randn(3, 8), attention=SelfAttention(6))
+        tw.attention_explorer(
+            tokens="a b c", embeddings=torch.randn(3, 8), attention=SelfAttention(6)
+        )
     with pytest.raises(TypeError, match=r"attention must have q_proj, k_proj and v_proj"):
         tw.attention_explorer(attention=torch.nn.Linear(16, 16))
     with pytest.raises(
@@ -322,7 +290,7 @@ def test_attention_explorer_bad_input():
     with pytest.raises(
         ValueError, match=r"embeddings must have 2 dimensions, but received shape \(3,\)\."
     ):
-        tw.attention_explorer("a b c", embeddings=torch.randn(3))
+        tw.attention_explorer(tokens="a b c", embeddings=torch.randn(3))
 
 
 def _torch_mha_weights(mha, x):
@@ -345,7 +313,7 @@ def _torch_mha_weights(mha, x):
 def test_heads_weights_match_torch_multihead_attention():
     torch.manual_seed(1)
     x = torch.randn(5, 16)
-    ex = tw.heads_explorer("a b c d e", embeddings=x)
+    ex = tw.heads_explorer(tokens="a b c d e", embeddings=x)
     for H in (1, 4, 16):
         ex.controls["n_heads"].value = H
         st = ex.state()
