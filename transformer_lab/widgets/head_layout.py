@@ -190,7 +190,7 @@ def head_layout_explorer(
         if your_split:
             yours_split = your_split.call(x, H, shape=(1, H, T, D))
             differs, max_diff = compare(yours_split, split)
-            differs = differs[0] if yours_split is not None else differs
+            differs = differs[0]  # (H, T, D)
             shown = np.full((H, T, D), np.nan) if yours_split is None else yours_split[0].numpy()
             panels["yours"].set_data(_colours(_blocks(shown), T, C, H))
             panels["yours"].set_extent((0, ncols / wide, T - 0.5, -0.5))
@@ -200,7 +200,7 @@ def head_layout_explorer(
         if your_merge:
             yours_merged = your_merge.call(split, shape=(1, T, C))
             d, m = compare(yours_merged, merged)
-            differs_merged = d[0] if yours_merged is not None else differs_merged
+            differs_merged = d[0]  # (T, C)
             max_diff = max(max_diff, m)
             shown = np.full((T, C), np.nan) if yours_merged is None else yours_merged[0].numpy()
             panels["merged"].set_data(_colours(shown, T, C, H))
