@@ -52,27 +52,47 @@ EXERCISES = {
         "01_self_attention",
         [("macs_tests", "self_attention_macs")],
     ),
-    "split_heads": ("check_split_heads", "02_multi_head_attention", [("split_heads_tests", "split_heads")]),
-    "merge_heads": ("check_merge_heads", "02_multi_head_attention", [("merge_heads_tests", "merge_heads")]),
+    "split_heads": (
+        "check_split_heads",
+        "02_multi_head_attention",
+        [("split_heads_tests", "split_heads")],
+    ),
+    "merge_heads": (
+        "check_merge_heads",
+        "02_multi_head_attention",
+        [("merge_heads_tests", "merge_heads")],
+    ),
     "multi_head_attention": (
         "check_multi_head_attention",
         "02_multi_head_attention",
         [("mha_loop_tests", "multi_head_attention_loop"), ("mha_tests", "multi_head_attention")],
     ),
-    "to_torch_mha": ("check_to_torch_mha", "02_multi_head_attention", [("torch_mha_tests", "to_torch_mha")]),
+    "to_torch_mha": (
+        "check_to_torch_mha",
+        "02_multi_head_attention",
+        [("torch_mha_tests", "to_torch_mha")],
+    ),
     "sinusoidal_encoding": (
         "check_sinusoidal_encoding",
         "03_positional_encodings",
         [("sinusoidal_tests", "sinusoidal_encoding")],
     ),
-    "shift_matrix": ("check_shift_matrix", "03_positional_encodings", [("shift_matrix_tests", "shift_matrix")]),
+    "shift_matrix": (
+        "check_shift_matrix",
+        "03_positional_encodings",
+        [("shift_matrix_tests", "shift_matrix")],
+    ),
     "offset_dot_product": (
         "check_offset_dot_product",
         "03_positional_encodings",
         [("offset_tests", "offset_dot_product")],
     ),
     "apply_rope": ("check_apply_rope", "03_positional_encodings", [("rope_tests", "apply_rope")]),
-    "causal_mask": ("check_causal_mask", "04_masking_and_cross_attention", [("causal_mask_tests", "causal_mask")]),
+    "causal_mask": (
+        "check_causal_mask",
+        "04_masking_and_cross_attention",
+        [("causal_mask_tests", "causal_mask")],
+    ),
     "future_leaks": (
         "check_future_leaks",
         "04_masking_and_cross_attention",
@@ -96,7 +116,7 @@ EXERCISES = {
 }
 
 # Correct helpers a student's notebook has by then (their own versions, not the package's).
-HELPERS = '''
+HELPERS = """
 def softmax(x, dim=-1):
     m = x.amax(dim=dim, keepdim=True)
     m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
@@ -120,7 +140,7 @@ def split_heads(x, n_heads):
 def merge_heads(x):
     B, H, T, D = x.shape
     return x.transpose(1, 2).reshape(B, T, H * D)
-'''
+"""
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """Print named / generic / misleading / passed counts per notebook for the catalogues.
 
-    .venv/bin/python -m tests.mistakes.report            # this checkout's checks
-    PYTHONPATH=/path/to/other/checkout python -m tests.mistakes.report   # another version
+.venv/bin/python -m tests.mistakes.report            # this checkout's checks
+PYTHONPATH=/path/to/other/checkout python -m tests.mistakes.report   # another version
 """
 
 from __future__ import annotations
@@ -30,9 +30,13 @@ def main(verbose: bool = False) -> dict:
     for nb in sorted(counts):
         c = counts[nb]
         total.update(c)
-        print(f"{nb:8} {sum(c.values()):5} {c['named']:5} {c['generic']:7} {c['misleading']:7} {c['passed']:6}")
-    print(f"{'all':8} {sum(total.values()):5} {total['named']:5} {total['generic']:7} "
-          f"{total['misleading']:7} {total['passed']:6}")
+        print(
+            f"{nb:8} {sum(c.values()):5} {c['named']:5} {c['generic']:7} {c['misleading']:7} {c['passed']:6}"
+        )
+    print(
+        f"{'all':8} {sum(total.values()):5} {total['named']:5} {total['generic']:7} "
+        f"{total['misleading']:7} {total['passed']:6}"
+    )
     return counts
 
 

@@ -42,11 +42,12 @@ Exercises and signatures:
 
     check_softmax                        softmax(x, dim=-1)
     check_scaled_dot_product_attention   scaled_dot_product_attention(q, k, v, mask=None) -> (out, weights)
-    check_self_attention                 self_attention(x, w_q, w_k, w_v) -> out | (out, weights)
-    check_cross_attention                cross_attention(x_q, x_kv, w_q, w_k, w_v, mask=None) -> out | (out, weights)
+    check_self_attention                 self_attention(x, w_q, w_k, w_v) -> (out, weights)
+    check_cross_attention                cross_attention(x_q, x_kv, w_q, w_k, w_v, mask=None) -> (out, weights)
     check_split_heads                    split_heads(x, n_heads): (B, T, C) -> (B, H, T, D)
     check_merge_heads                    merge_heads(x): (B, H, T, D) -> (B, T, C)
     check_multi_head_attention           multi_head_attention(x_q, x_kv, w_q, w_k, w_v, w_o, n_heads, mask=None)
+                                             -> (out, weights)
     check_sinusoidal_encoding            sinusoidal_encoding(n_positions, d_model, base=10000.0) -> (T, C)
     check_causal_mask                    causal_mask(T) -> (T, T) bool, True = may attend
     check_padding_mask                   padding_mask(lengths, S) -> (B, 1, 1, S) bool
@@ -67,20 +68,19 @@ from transformer_lab import positional as _positional_ref
 from transformer_lab.checks import _api, _core, _diagnose, _integrity
 from transformer_lab.checks import attention as _attention_checks
 from transformer_lab.checks import blocks as _blocks_checks
+from transformer_lab.checks import cost as _cost_checks
 from transformer_lab.checks import heads as _heads_checks
 from transformer_lab.checks import masks as _masks_checks
 from transformer_lab.checks import positional as _positional_checks
+from transformer_lab.checks import projections as _projection_checks
+from transformer_lab.checks import rope as _rope_checks
+from transformer_lab.checks import softmax as _softmax_checks
 from transformer_lab.checks._api import EXERCISES, diagnose
 from transformer_lab.checks._core import CheckFailed
 from transformer_lab.checks._diagnose import Diagnosis
-from transformer_lab.checks.attention import (
-    check_cross_attention,
-    check_scaled_dot_product_attention,
-    check_self_attention,
-    check_self_attention_macs,
-    check_softmax,
-)
+from transformer_lab.checks.attention import check_scaled_dot_product_attention
 from transformer_lab.checks.blocks import check_layer_norm
+from transformer_lab.checks.cost import check_self_attention_macs
 from transformer_lab.checks.heads import (
     check_merge_heads,
     check_multi_head_attention,
@@ -94,11 +94,13 @@ from transformer_lab.checks.masks import (
     check_padding_mask,
 )
 from transformer_lab.checks.positional import (
-    check_apply_rope,
     check_offset_dot_product,
     check_shift_matrix,
     check_sinusoidal_encoding,
 )
+from transformer_lab.checks.projections import check_cross_attention, check_self_attention
+from transformer_lab.checks.rope import check_apply_rope
+from transformer_lab.checks.softmax import check_softmax
 
 __all__ = [
     "check_softmax",
@@ -176,9 +178,13 @@ _integrity.take_snapshot()
 for _module in (
     _core,
     _attention_checks,
+    _softmax_checks,
+    _projection_checks,
+    _cost_checks,
     _heads_checks,
     _masks_checks,
     _positional_checks,
+    _rope_checks,
     _blocks_checks,
     _integrity,
     _diagnose,

@@ -468,8 +468,10 @@ class Runner:
         atol: float,
         rtol: float,
         pick: Callable[[Any], Any] = lambda out: out,
+        expected: Any = None,
     ) -> str | None:
-        """Return the message of the first mistake whose output ``actual`` matches."""
+        """Return the message of the first mistake whose output ``actual`` matches (a mistake
+        that gives the ``expected`` output on this input is no evidence and is skipped)."""
         for mistake in mistakes:
             variants = (
                 (_diagnose.softmax_zeros, _diagnose.softmax_nan) if mistake.softmax else (None,)
@@ -480,6 +482,8 @@ class Runner:
                         raw = mistake.compute(sm) if mistake.softmax else mistake.compute()
                         candidate = pick(raw)
                 except Exception:  # this bug would crash on this input, so it is not the student's
+                    continue
+                if expected is not None and self.matches(expected, candidate, atol, rtol):
                     continue
                 if self.matches(actual, candidate, atol, rtol):
                     return mistake.message
@@ -502,7 +506,7 @@ class Runner:
 
         ``select`` picks the compared tensor out of a full return value (for reruns)."""
         __tracebackhide__ = True
-        message = self.diagnose(actual, mistakes, atol, rtol, pick)
+        message = self.diagnose(actual, mistakes, atol, rtol, pick, expected)
         if message is not None:
             self.fail(message, case)
         rerun = None

@@ -381,8 +381,13 @@ def explain(
     if a.dtype != torch.bool and e.dtype != torch.bool:
         a = a.to(torch.float64)
         e = e.to(torch.float64)
+    masked = _masked_rows(a, e, masked_rows, atol, rtol) if a.dtype != torch.bool else None
+    if masked is not None:
+        return masked
+    if a.dtype != torch.bool and (~TRUSTED.isfinite(a) & TRUSTED.isfinite(e)).any():
+        # NaN or inf where the reference is finite: no structural evidence, say where it is
+        return Finding(observe(a, e, what, axes, sums_to_one), False)
     steps = (
-        lambda: _masked_rows(a, e, masked_rows, atol, rtol),
         lambda: Finding(permuted(a, e, axes), True) if permuted(a, e, axes) else None,
         lambda: _constant_factor(a, e, dims) if a.dtype != torch.bool else None,
         lambda: _variations(a, e, variations, rerun, atol, rtol),
