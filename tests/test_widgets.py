@@ -787,10 +787,12 @@ def test_masked_row_controls_change_the_picture():
 
 
 def test_leak_influence_is_lower_triangular_exactly_for_causal_layers():
+    from transformer_lab.utils import LEAK_MODES
     from transformer_lab.widgets.leaks import LAYERS
 
     ex = tw.leak_explorer(seq_len=6)
-    for kind, leaks in LAYERS.items():
+    for kind, mode in LAYERS.items():
+        leaks = LEAK_MODES[mode]
         ex.controls["layer"].value = kind
         inf = ex.state()["influence"]
         upper = np.triu(np.ones((6, 6), bool), 1)

@@ -6,7 +6,7 @@ One single-head self-attention (D = C) on T tokens costs
     2 T^2 C   for the scores Q K^T and the output A V              (quadratic in T)
 
 multiply-adds. The explorer runs the package's SelfAttention at the chosen (T, C), counts the
-multiply-adds of every matrix product PyTorch executes (a TorchFunctionMode), and times it.
+multiply-adds of every matrix product PyTorch executes (``utils.MultiplyAddCounter``), and times it.
 Every measured point stays on the right-hand plot, so the T^2 growth shows as you move T.
 """
 
@@ -17,10 +17,9 @@ from typing import Any
 
 import numpy as np
 import torch
-import torch.nn.functional as F
-from torch.overrides import TorchFunctionMode
 
 from transformer_lab.attention import SelfAttention
+from transformer_lab.utils import MultiplyAddCounter
 from transformer_lab.widgets._placeholder import placeholder_if_grading
 from transformer_lab.widgets._student import Student
 
@@ -28,22 +27,6 @@ __all__ = ["cost_explorer"]
 
 T_OPTIONS = [8, 16, 32, 64, 128, 256, 512]
 C_OPTIONS = [16, 32, 64, 128, 256]
-
-
-class _Counter(TorchFunctionMode):
-    """Adds up the multiply-adds of the matrix products run inside a ``with`` block."""
-
-    PRODUCTS = {torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__, torch.mm, torch.bmm}
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.macs = 0
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
-        out = func(*args, **(kwargs or {}))
-        if func in self.PRODUCTS or func is F.linear:
-            self.macs += out.numel() * args[0].shape[-1]  # one dot product per output entry
-        return out
 
 
 def cost_explorer(self_attention_macs: Any = None, *, T: int = 128, C: int = 64) -> Any:
@@ -125,7 +108,7 @@ def cost_explorer(self_attention_macs: Any = None, *, T: int = 128, C: int = 64)
             x = torch.randn(1, t, c, generator=torch.Generator().manual_seed(t * 1000 + c))
             # One thread (the explorer's refresh sets it): steadier timings on a shared machine.
             with torch.no_grad():
-                with _Counter() as counter:
+                with MultiplyAddCounter() as counter:
                     layer(x)  # counted (and a warm-up)
                 best = float("inf")
                 for _ in range(2 if t * c * (t + c) > 2e7 else 3):

@@ -11,53 +11,30 @@ exactly rather than with a loose tolerance.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from transformer_lab.attention import scaled_dot_product_attention as reference_attention
-from transformer_lab.masks import causal_mask
+from transformer_lab.utils import LEAK_MODES, attention_layer
 from transformer_lab.widgets._placeholder import placeholder_if_grading
 from transformer_lab.widgets._student import Student
 
 __all__ = ["leak_explorer"]
 
+# shown name -> mode of transformer_lab.utils.attention_layer (the layers notebook 4 tests with)
 LAYERS = {
-    "causal mask (correct)": False,
-    "no mask": True,
-    "mask after the softmax": True,
-    "masked score 0 instead of -inf": True,
-    "mask shifted: sees t + 1": True,
-    "strictly past (no self), causal": False,
+    "causal mask (correct)": "causal",
+    "no mask": "none",
+    "mask after the softmax": "after softmax",
+    "masked score 0 instead of -inf": "score zero",
+    "mask shifted: sees t + 1": "next token too",
+    "one hole: last token to first": "last token to first",
+    "a faint leak (weight 1e-5)": "faint leak",
+    "strictly past (no self), causal": "strictly past",
+    "two causal layers": "two layers",
 }
-"""Layer variant -> whether it leaks the future."""
-
-
-def _layer(kind: str, T: int, C: int, seed: int) -> Any:
-    """A one-head self-attention (T, C) -> (T, C) masked the way ``kind`` says."""
-    gen = torch.Generator().manual_seed(seed)
-    w_q, w_k, w_v = (torch.randn(C, C, generator=gen) / math.sqrt(C) for _ in range(3))
-    causal = causal_mask(T)
-
-    def attend(x: Tensor) -> Tensor:
-        q, k, v = x @ w_q, x @ w_k, x @ w_v  # (T, C) each
-        scores = q @ k.T / math.sqrt(C)  # (T, T)
-        if kind == "no mask":
-            return reference_attention(q, k, v)[0]
-        if kind == "mask after the softmax":
-            return (torch.softmax(scores, dim=-1) * causal) @ v  # leaks via the denominator
-        if kind == "masked score 0 instead of -inf":
-            return torch.softmax(scores.masked_fill(~causal, 0.0), dim=-1) @ v
-        if kind == "mask shifted: sees t + 1":
-            return reference_attention(q, k, v, torch.ones(T, T, dtype=torch.bool).tril(1))[0]
-        if kind == "strictly past (no self), causal":
-            return reference_attention(q, k, v, torch.ones(T, T, dtype=torch.bool).tril(-1))[0]
-        return reference_attention(q, k, v, causal)[0]
-
-    return attend
 
 
 def leak_explorer(
@@ -92,7 +69,7 @@ def leak_explorer(
     gen = torch.Generator().manual_seed(seed + 1)
     x = torch.randn(T, C, generator=gen)
     noise = torch.randn(T, C, generator=gen)
-    layers = {kind: _layer(kind, T, C, seed) for kind in LAYERS}
+    layers = {kind: attention_layer(T, C, mode, seed) for kind, mode in LAYERS.items()}
     verdicts: dict[str, tuple[bool | None, str | None]] = {}  # the student's, per layer
 
     def influence(attend: Any, size: float) -> Tensor:
@@ -195,12 +172,12 @@ def leak_explorer(
             if error is not None:
                 readout += student.status(0, None)
             else:
-                differs = yours != LAYERS[kind]
+                differs = yours != LEAK_MODES[LAYERS[kind]]
                 color = ui.RED if differs else "#2a7d2a"
                 readout += (
                     f"<br><span style='color:{color}'>your future_leaks says {yours}; "
                     f"{'wrong' if differs else 'right'}: this layer "
-                    f"{'leaks' if LAYERS[kind] else 'does not leak'}.</span>"
+                    f"{'leaks' if LEAK_MODES[LAYERS[kind]] else 'does not leak'}.</span>"
                 )
         state = {
             "layer": kind,
@@ -208,7 +185,7 @@ def leak_explorer(
             "size": size,
             "moved": moved.numpy(),
             "influence": inf.numpy(),
-            "leaks": LAYERS[kind],
+            "leaks": LEAK_MODES[LAYERS[kind]],
             "leaked": leaked.numpy(),
         }
         if student:
