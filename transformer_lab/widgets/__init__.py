@@ -48,7 +48,7 @@ _EXPLORERS = {
     "softmax_explorer": "softmax",
     "scaling_explorer": "scaling",
     "attention_explorer": "attention_maps",
-    "heads_explorer": "attention_maps",
+    "heads_explorer": "head_patterns",
     "positional_explorer": "positional",
     "mask_explorer": "masks",
     "sampling_explorer": "sampling",
