@@ -107,7 +107,12 @@ def masked_row_explorer(
     ax_w.set_xlabel("key")
     ax_w.set_ylabel("query")
     w_title = ax_w.set_title(" ", fontsize=10)
-    view.animate(im_grid, grid_overlay, layer_box, im_w, w_overlay, w_title)
+    view.animate(im_grid, layer_box, im_w, w_title)
+    if student:  # the marks of the student's differences (always empty otherwise)
+        view.animate(grid_overlay, w_overlay)
+    else:
+        grid_overlay.set_visible(False)
+        w_overlay.set_visible(False)
 
     options = ["naive", "safe"] + (["yours"] if student else [])
     controls = {

@@ -124,7 +124,11 @@ def position_kinds_explorer(
     ax_parts.set_xticks(range(3), ["x·x", "p·p", "x·p cross"])
     ax_parts.set_ylim(0, 1.05)
     ax_parts.set_title("share of Σ|z_t·z_s|", fontsize=10)
-    view.animate(im_tab, overlay, tab_title, im_pos, im_tok, tok_title, list(part_bars))
+    # The table, its similarity and the titles change with the table kind and the combination
+    # only: a cached middle layer, redrawn when those change; the strength moves the rest.
+    view.animate(im_tok, list(part_bars))
+    view.animate(im_tab, overlay, tab_title, im_pos, tok_title, slow=True)
+    shown: list[Any] = [None]
 
     controls = {
         "kind": ui.widgets.ToggleButtons(
@@ -162,6 +166,9 @@ def position_kinds_explorer(
         content, positional = (x @ x.T).abs().sum(), (p @ p.T).abs().sum()
         total = float(content + positional + cross)
         parts = np.array([float(content), float(positional), float(cross)]) / total
+        if shown[0] != (kind, combine):
+            shown[0] = (kind, combine)
+            view.invalidate_slow()
         im_tab.set_data(table.numpy())
         ui.set_diff(overlay, differs)
         tab_title.set_text(
