@@ -361,3 +361,17 @@ def test_a_wrong_softmax_shows_beside_the_reference_bars():
     np.testing.assert_allclose([b.get_height() for b in reference], st["probs"], rtol=1e-5)
     np.testing.assert_allclose([b.get_height() for b in yours], st["yours"], rtol=1e-5)
     assert all(b.get_facecolor()[:3] != reference[0].get_facecolor()[:3] for b in yours)
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_under_grading_the_student_function_is_never_called(case, monkeypatch):
+    name, argument, *_ = case
+    calls = []
+
+    def spy(*args, **kwargs):
+        calls.append(args)
+        raise AssertionError("called under grading")
+
+    monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
+    out = build(name, argument, spy)
+    assert isinstance(out, tw.GradingPlaceholder) and calls == []
