@@ -102,29 +102,33 @@ class Student:
             pick: takes the return value to the tensor to compare (e.g. the weights out of
                 ``(out, weights)``); it may raise ``_Wrong(message)``.
         """
+        ok, out = self._invoke(args, kwargs)
+        if not ok:
+            return None
+        if pick is not None:
+            try:
+                out = pick(out)
+            except _Wrong as err:
+                self.error = f"your {self.name} {err}"
+                return None
+        return self._tensor(out, shape)
+
+    def _invoke(self, args: tuple, kwargs: dict) -> tuple[bool, Any]:
+        """Run the function on copies of the inputs: ``(True, result)``, or ``(False, None)``
+        with ``error`` set to one line."""
         self.error = None
         if self.fn is None:
-            return None
+            return False, None
         args = tuple(a.clone() if isinstance(a, Tensor) else a for a in args)
         kwargs = {k: (v.clone() if isinstance(v, Tensor) else v) for k, v in kwargs.items()}
         try:
             with torch.no_grad():
-                out = self.fn(*args, **kwargs)
+                return True, self.fn(*args, **kwargs)
         except NotImplementedError:
             self.error = f"your {self.name} is not implemented yet: showing the reference only."
-            return None
         except Exception as err:  # whatever the student's code raises becomes one line
             self.error = f"your {self.name} raised {type(err).__name__}: {_first_line(err)}"
-            return None
-        try:
-            if pick is not None:
-                out = pick(out)
-        except _Wrong as err:
-            self.error = f"your {self.name} {err}"
-            return None
-        if isinstance(out, tuple) and pick is not None and shape is None:
-            return out  # type: ignore[return-value]  (a checked tuple, see call_pair)
-        return self._tensor(out, shape)
+        return False, None
 
     def _tensor(self, out: Any, shape: tuple[int, ...] | None, what: str = "") -> Tensor | None:
         """``out`` as a CPU tensor if it is one of ``shape``; else None and ``error`` set."""
@@ -159,11 +163,16 @@ class Student:
     ) -> tuple[Tensor, Tensor] | None:
         """Call a function that returns a pair, e.g. ``(out, weights)``; check both shapes."""
         first, second = names.strip("()").split(", ")
-        pair = self.call(*args, pick=_pair(names), **kwargs) if self.fn is not None else None
-        if pair is None:
+        ok, out = self._invoke(args, kwargs)
+        if not ok:
             return None
-        a = self._tensor(pair[0], shapes[0], first)
-        b = self._tensor(pair[1], shapes[1], second) if a is not None else None
+        try:
+            pick_item(0, 2, names)(out)  # raises unless a pair
+        except _Wrong as err:
+            self.error = f"your {self.name} {err}"
+            return None
+        a = self._tensor(out[0], shapes[0], first)
+        b = self._tensor(out[1], shapes[1], second) if a is not None else None
         return None if b is None else (a, b)
 
     def footer(self) -> str:
@@ -215,14 +224,6 @@ def pick_item(index: int, arity: int, names: str) -> Callable[[Any], Any]:
         if len(out) != arity:
             raise _Wrong(f"returned {len(out)} items, but it must return a tuple {names}.")
         return out[index]
-
-    return pick
-
-
-def _pair(names: str) -> Callable[[Any], Any]:
-    def pick(out: Any) -> Any:
-        pick_item(0, 2, names)(out)  # raises unless a 2-tuple
-        return tuple(out)
 
     return pick
 
