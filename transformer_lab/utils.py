@@ -106,8 +106,8 @@ def attention_layer(T: int, C: int, mode: str, seed: int) -> Callable[[torch.Ten
             mask = causal.clone()
             mask[0, T - 1 if mode == "last token to first" else min(1, T - 1)] = True
             return sdpa(q, k, v, mask)[0]
-        if mode == "faint leak":  # the future enters with a weight of 1e-5
-            return sdpa(q, k, v, causal)[0] + 1e-5 * sdpa(q, k, v)[0]
+        if mode == "faint leak":  # the future enters with a weight of 1e-6
+            return sdpa(q, k, v, causal)[0] + 1e-6 * sdpa(q, k, v)[0]
         if mode == "two layers":  # stacking causal layers keeps causality
             h = sdpa(q, k, v, causal)[0]
             return sdpa(h @ w_q, h @ w_k, h @ w_v, causal)[0]

@@ -232,7 +232,7 @@ def run_check(entry: Entry, checks_module) -> tuple[str, str, bool | None]:
     else:
         return "passed", "", None
     low = message.lower()
-    if all(w.lower() in low for w in entry.words):
+    if all(any(alt in low for alt in w.lower().split("|")) for w in entry.words):
         return "named", message, flag
     if flag is None:
         flag = _named_flag(message)

@@ -9,14 +9,15 @@ from __future__ import annotations
 import collections
 import sys
 
-from tests.mistakes import catalogue_01, catalogue_02, catalogue_03, catalogue_04
+from tests.mistakes import catalogue_01, catalogue_02, catalogue_03, catalogue_04, holdout
 from tests.mistakes._harness import run_check
 from transformer_lab import checks
 
 
-def main(verbose: bool = False) -> dict:
+def main(verbose: bool = False, holdout_only: bool = False) -> dict:
     counts: dict = collections.defaultdict(collections.Counter)
-    for cat in (catalogue_01, catalogue_02, catalogue_03, catalogue_04):
+    cats = (holdout,) if holdout_only else (catalogue_01, catalogue_02, catalogue_03, catalogue_04)
+    for cat in cats:
         for entry in cat.WRONG:
             try:
                 outcome, message, _ = run_check(entry, checks)
@@ -41,4 +42,4 @@ def main(verbose: bool = False) -> dict:
 
 
 if __name__ == "__main__":
-    main(verbose="-v" in sys.argv)
+    main(verbose="-v" in sys.argv, holdout_only="--holdout" in sys.argv)

@@ -65,42 +65,47 @@ from transformer_lab import attention as _attention_ref
 from transformer_lab import heads as _heads_ref
 from transformer_lab import masks as _masks_ref
 from transformer_lab import positional as _positional_ref
-from transformer_lab.checks import _api, _core, _diagnose, _integrity
+from transformer_lab.checks import (
+    _api,
+    _attend,
+    _core,
+    _diagnose,
+    _evidence,
+    _expect,
+    _integrity,
+    _messages,
+)
 from transformer_lab.checks import attention as _attention_checks
+from transformer_lab.checks import batching as _batching_checks
 from transformer_lab.checks import blocks as _blocks_checks
 from transformer_lab.checks import cost as _cost_checks
 from transformer_lab.checks import heads as _heads_checks
+from transformer_lab.checks import leaks as _leak_checks
 from transformer_lab.checks import masks as _masks_checks
+from transformer_lab.checks import mha as _mha_checks
 from transformer_lab.checks import positional as _positional_checks
 from transformer_lab.checks import projections as _projection_checks
 from transformer_lab.checks import rope as _rope_checks
+from transformer_lab.checks import shift as _shift_checks
 from transformer_lab.checks import softmax as _softmax_checks
+from transformer_lab.checks import torch_mha as _torch_mha_checks
 from transformer_lab.checks._api import EXERCISES, diagnose
 from transformer_lab.checks._core import CheckFailed
 from transformer_lab.checks._diagnose import Diagnosis
 from transformer_lab.checks.attention import check_scaled_dot_product_attention
+from transformer_lab.checks.batching import check_pad_and_truncate
 from transformer_lab.checks.blocks import check_layer_norm
 from transformer_lab.checks.cost import check_self_attention_macs
-from transformer_lab.checks.heads import (
-    check_merge_heads,
-    check_multi_head_attention,
-    check_split_heads,
-    check_to_torch_mha,
-)
-from transformer_lab.checks.masks import (
-    check_causal_mask,
-    check_future_leaks,
-    check_pad_and_truncate,
-    check_padding_mask,
-)
-from transformer_lab.checks.positional import (
-    check_offset_dot_product,
-    check_shift_matrix,
-    check_sinusoidal_encoding,
-)
+from transformer_lab.checks.heads import check_merge_heads, check_split_heads
+from transformer_lab.checks.leaks import check_future_leaks
+from transformer_lab.checks.masks import check_causal_mask, check_padding_mask
+from transformer_lab.checks.mha import check_multi_head_attention
+from transformer_lab.checks.positional import check_sinusoidal_encoding
 from transformer_lab.checks.projections import check_cross_attention, check_self_attention
 from transformer_lab.checks.rope import check_apply_rope
+from transformer_lab.checks.shift import check_offset_dot_product, check_shift_matrix
 from transformer_lab.checks.softmax import check_softmax
+from transformer_lab.checks.torch_mha import check_to_torch_mha
 
 __all__ = [
     "check_softmax",
@@ -189,6 +194,15 @@ for _module in (
     _integrity,
     _diagnose,
     _api,
+    _attend,
+    _evidence,
+    _expect,
+    _messages,
+    _batching_checks,
+    _leak_checks,
+    _mha_checks,
+    _shift_checks,
+    _torch_mha_checks,
 ):
     _integrity.seal(_module.__name__)
 del _module

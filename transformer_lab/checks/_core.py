@@ -15,9 +15,7 @@ the student's cell and the message, not the checks' own frames.
 from __future__ import annotations
 
 import inspect
-import linecache
-import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
@@ -25,7 +23,16 @@ import torch
 from torch import Tensor
 
 from transformer_lab.checks import _diagnose
+from transformer_lab.checks._expect import ExpectMixin
 from transformer_lab.checks._integrity import TRUSTED, Forbidden, ReferenceUsed, forbid, verify
+from transformer_lab.checks._messages import (
+    CheckFailed,
+    common_error_hint,
+    describe_args,
+    generator,
+    kind_of,
+    shape_of,
+)
 
 __all__ = [
     "Case",
@@ -37,87 +44,6 @@ __all__ = [
     "generator",
     "describe_args",
 ]
-
-_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def generator(seed: int) -> torch.Generator:
-    """A private, seeded RNG (the global RNG of the notebook is left alone)."""
-    return torch.Generator().manual_seed(seed)
-
-
-def kind_of(x: Any) -> str:
-    """How a message names a value's type: 'a numpy array', 'a list of length 2', 'a float'."""
-    if TRUSTED.is_tensor(x):
-        return f"a tensor of shape {tuple(x.shape)} and dtype {x.dtype}"
-    if type(x).__module__ == "numpy" and hasattr(x, "shape"):
-        if type(x).__name__ == "ndarray":
-            return f"a numpy array of shape {tuple(x.shape)} (convert with torch.as_tensor)"
-        return f"a numpy scalar ({type(x).__name__})"
-    if isinstance(x, (tuple, list)):
-        return f"a {type(x).__name__} of length {len(x)}"
-    if x is None:
-        return "None"
-    return f"a {type(x).__name__}"
-
-
-def shape_of(x: Any) -> str:
-    if TRUSTED.is_tensor(x):
-        return str(tuple(x.shape))
-    return kind_of(x)
-
-
-def describe_args(**named: Any) -> str:
-    """'q (2, 5, 4), k (2, 5, 4)' style description of the inputs of a case."""
-    parts = []
-    for name, value in named.items():
-        if TRUSTED.is_tensor(value):
-            parts.append(f"{name} {tuple(value.shape)}")
-        elif value is not None:
-            parts.append(f"{name}={value!r}")
-    return ", ".join(parts)
-
-
-class CheckFailed(AssertionError):
-    """A check's verdict: one short message naming the mistake (or what was observed).
-
-    Attributes: ``check`` (e.g. "check_softmax"), ``message`` (without the check's name),
-    ``case`` (the failing case's name or None), ``named`` (True when a mistake is named,
-    False when the message describes an observation), ``student`` / ``reference`` (the
-    failing case's outputs, when there were outputs to compare).
-
-    IPython renders it with :meth:`_render_traceback_`: the student's own line and the message,
-    without the frames of the checks.
-    """
-
-    def __init__(
-        self,
-        check: str,
-        message: str,
-        case: str | None = None,
-        where: str = "",
-        named: bool = False,
-        student: Any = None,
-        reference: Any = None,
-    ) -> None:
-        super().__init__(f"{check}: {message}{where}")
-        self.check, self.message, self.case, self.named = check, message, case, named
-        self.student, self.reference = student, reference
-
-    def _render_traceback_(self) -> list[str]:
-        lines = []
-        tb = self.__traceback__
-        while tb is not None:
-            code = tb.tb_frame.f_code
-            path = os.path.abspath(code.co_filename)
-            ours = path.startswith(_PACKAGE_DIR) or "site-packages" in path
-            if not ours and not code.co_filename.startswith("<frozen"):
-                text = linecache.getline(code.co_filename, tb.tb_lineno).strip()
-                if text:
-                    lines.append(f"line {tb.tb_lineno}: {text}")
-            tb = tb.tb_next
-        red, reset = "\x1b[0;31m", "\x1b[0m"
-        return lines[-1:] + [f"{red}CheckFailed{reset}: {self}"]
 
 
 @dataclass
@@ -185,7 +111,7 @@ def _param_names(fn: Any, n: int) -> list[str]:
     return (names + [f"#{i + 1}" for i in range(len(names), n)])[:n]
 
 
-class Runner:
+class Runner(ExpectMixin):
     """Runs one student function through the cases of one check.
 
     Args:
@@ -289,6 +215,7 @@ class Runner:
             )
         if error is not None:
             hint = self.error_hint(error, case) if self.error_hint else ""
+            hint = hint or common_error_hint(error)
             text = str(error).strip().splitlines()[0] if str(error).strip() else ""
             self.fail(
                 f"your function raised {type(error).__name__}: {text}"
@@ -314,152 +241,6 @@ class Runner:
                 )
         self.outputs = (out, case.data.get("expected"))
         return out
-
-    def expect_raises(
-        self,
-        case: Case,
-        error: type[BaseException],
-        why: str,
-        must_name: Sequence[str] = (),
-    ) -> None:
-        """The text asks for ``error`` on this input, with a message naming ``must_name``."""
-        __tracebackhide__ = True
-        self.n_cases += 1
-        out, exc, calls = self.attempt(_clone(case.args), _clone(case.kwargs))
-        if calls:
-            self.fail(f"your function called {calls[0]}; compute the result yourself.", case)
-        if isinstance(exc, NotImplementedError):
-            self.fail("not implemented yet: replace `raise NotImplementedError()`.", case)
-        if exc is None:
-            self.fail(
-                f"{why} should raise {error.__name__}, but your function returned {kind_of(out)}.",
-                case,
-            )
-        if not isinstance(exc, error):
-            self.fail(
-                f"{why} should raise {error.__name__} (with a message naming the problem), but "
-                f"your function raised {type(exc).__name__}: {str(exc).strip()[:120]}",
-                case,
-            )
-        missing = [w for w in must_name if w not in str(exc)]
-        if missing:
-            self.fail(
-                f"your {error.__name__} is right, but its message should name "
-                + " and ".join(must_name)
-                + f" (one sentence: what was expected and what was received); yours says: "
-                f"'{str(exc).strip()[:120]}'",
-                case,
-            )
-
-    # -- checking the output --------------------------------------------------------------
-    def expect_tuple(
-        self,
-        value: Any,
-        case: Case,
-        names: Sequence[str],
-        expected: Sequence[Any] | None = None,
-    ) -> tuple:
-        """Fail unless ``value`` is a tuple (or list) of len(names); names a swapped order."""
-        __tracebackhide__ = True
-        shown = "(" + ", ".join(names) + ")"
-        if value is None:
-            self.fail(f"your function returned None: return the tuple {shown}.", case)
-        if not isinstance(value, (tuple, list)):
-            got = "only one tensor" if TRUSTED.is_tensor(value) else kind_of(value)
-            self.fail(
-                f"your function should return the tuple {shown}, but it returned {got}.", case
-            )
-        if len(value) != len(names):
-            self.fail(
-                f"your function should return {len(names)} values {shown}, but it returned "
-                f"{len(value)}.",
-                case,
-            )
-        if expected is not None and len(names) == 2:
-            a, b = value
-            ea, eb = expected
-            if (
-                TRUSTED.is_tensor(a)
-                and TRUSTED.is_tensor(b)
-                and _same_shape_close(a, eb)
-                and _same_shape_close(b, ea)
-                and not _same_shape_close(a, ea)
-            ):
-                self.fail(
-                    f"the tuple is in the wrong order: you return ({names[1]}, {names[0]}); "
-                    f"return {shown}.",
-                    case,
-                )
-        return tuple(value)
-
-    def expect_tensor(
-        self,
-        value: Any,
-        case: Case,
-        shape: Sequence[int],
-        dtype: torch.dtype | None = None,
-        what: str = "output",
-        shape_hint: Callable[[tuple], str | None] | None = None,
-        expected: Tensor | None = None,
-    ) -> Tensor:
-        """Fail with a clear message unless ``value`` is a tensor of the given shape and dtype
-        (and on the CPU, like the inputs)."""
-        __tracebackhide__ = (
-            True  # IPython hides this frame: students see their cell and the message
-        )
-        if value is None:
-            self.fail(f"your function returned None for the {what}: did you forget `return`?", case)
-        if not TRUSTED.is_tensor(value):
-            extra = ""
-            if isinstance(value, (tuple, list)) and len(value) and TRUSTED.is_tensor(value[0]):
-                extra = "; return the tensor itself, not wrapped in a tuple"
-            self.fail(
-                f"the {what} must be a torch.Tensor, but your function returned {kind_of(value)}"
-                f"{extra}.",
-                case,
-            )
-        shape = tuple(shape)
-        if tuple(value.shape) != shape:
-            hint = shape_hint(tuple(value.shape)) if shape_hint else None
-            if hint is None and expected is not None:
-                hint = _diagnose.permuted(value.detach(), expected)
-            self.fail(
-                f"the {what} should have shape {shape}, but yours has shape {tuple(value.shape)}"
-                + (f": {hint}" if hint else "."),
-                case,
-                named=hint is not None,
-            )
-        if value.device.type != "cpu":
-            self.fail(
-                f"the {what} is on device {value.device}, but the inputs are on the CPU: do not "
-                f"move tensors with .to(device) / .cuda() inside the function.",
-                case,
-            )
-        if dtype is not None and value.dtype != dtype:
-            if dtype == torch.bool:
-                tip = (
-                    "return a boolean tensor (compare, e.g. `idx[:, None] >= idx[None, :]`, or "
-                    "call `.bool()`)"
-                )
-            else:
-                tip = (
-                    f"keep the dtype {dtype} (avoid mixing in float64 tensors, or call "
-                    f"`.to({dtype})`)"
-                )
-            self.fail(
-                f"the {what} should have dtype {dtype}, but yours has dtype {value.dtype}: {tip}.",
-                case,
-            )
-        return value.detach()
-
-    def close(self, actual: Tensor, expected: Tensor, atol: float, rtol: float) -> bool:
-        return actual.shape == expected.shape and TRUSTED.allclose(
-            actual.to(expected.dtype), expected, atol=atol, rtol=rtol
-        )
-
-    def matches(self, actual: Tensor, candidate: Any, atol: float, rtol: float) -> bool:
-        """Does ``actual`` equal a mistake's output? (NaN matches NaN, inf matches inf.)"""
-        return _diagnose.same(actual, candidate, atol, rtol)
 
     def diagnose(
         self,
@@ -545,11 +326,3 @@ class Runner:
                 return None, want
 
         return rerun
-
-    def mismatch(self, actual: Tensor, expected: Tensor, what: str = "output") -> str:
-        """Precise description of how ``actual`` differs (no diagnosis)."""
-        return _diagnose.observe(actual, expected, what)
-
-
-def _same_shape_close(a: Tensor, b: Any) -> bool:
-    return _diagnose.same(a, b, 1e-5, 1e-4)

@@ -10,13 +10,13 @@ import torch
 from torch import Tensor
 
 from transformer_lab import attention as _ref
-from transformer_lab.checks._core import Case, Mistake, Runner, describe_args, generator
-from transformer_lab.checks.attention import (
+from transformer_lab.checks._attend import (
     attend,
     attention_forbidden,
     check_attention_pair,
     tensor_error_hint,
 )
+from transformer_lab.checks._core import Case, Mistake, Runner, describe_args, generator
 
 __all__ = ["check_self_attention", "check_cross_attention"]
 
@@ -208,7 +208,7 @@ def _cross_cases(hidden: bool) -> list[Case]:
 
 
 def _widths_are_inputs(exc: BaseException, case: Case) -> bool:
-    from transformer_lab.checks.attention import _matmul_widths
+    from transformer_lab.checks._attend import _matmul_widths
 
     widths = _matmul_widths(str(exc))
     return widths is not None and widths[0] in (case.args[0].shape[-1], case.args[1].shape[-1])

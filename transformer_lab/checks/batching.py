@@ -1,0 +1,138 @@
+"""Check for notebook 4, exercise 4: padding and truncating a batch of token ids.
+
+pad_and_truncate(sequences, max_len, pad_id) -> (ids (B, L) long, lengths (B,) long);
+    ValueError naming max_len when max_len < 1; the caller's lists are left unchanged
+"""
+
+from __future__ import annotations
+
+import torch
+
+from transformer_lab.checks._core import Case, Runner, generator, kind_of
+from transformer_lab.checks._integrity import TRUSTED
+from transformer_lab.checks.softmax import signature_hint as _signature_hint
+
+__all__ = ["check_pad_and_truncate"]
+
+
+# ---------------------------------------------------------------------------------------------
+# padding and truncating a batch of token ids
+def _pad_batches(hidden: bool) -> list[tuple[list[list[int]], int, int]]:
+    g = generator(3 if hidden else 0)
+    batches = [
+        ([[5, 6, 7], [8], [9, 10]], 8, 0),
+        ([[1, 2, 3, 4, 5], [6, 7]], 3, 0),
+        ([[4], [], [2, 2]], 5, -1),
+        ([[3, 3, 3]], 3, 99),
+    ]
+    lengths = torch.randint(0, 12, (6,), generator=g).tolist()
+    batches.append(([torch.randint(1, 50, (n,), generator=g).tolist() for n in lengths], 7, 0))
+    return batches
+
+
+def check_pad_and_truncate(pad_and_truncate, hidden: bool = False) -> None:
+    """Check ``pad_and_truncate(sequences, max_len, pad_id) -> (ids, lengths)`` against a direct
+    construction, and that ``max_len < 1`` raises a ValueError."""
+    __tracebackhide__ = True  # IPython hides this frame: students see their cell and the message
+    run = Runner(
+        "check_pad_and_truncate",
+        pad_and_truncate,
+        (),
+        hidden,
+        lambda e, c: _signature_hint(e, "pad_and_truncate(sequences, max_len, pad_id)"),
+    )
+    batches = _pad_batches(hidden)
+    for seqs, max_len, pad_id in batches:
+        kept = [s[:max_len] for s in seqs]
+        B, L = len(seqs), max(len(s) for s in kept)
+        want_ids = torch.tensor(
+            [s + [pad_id] * (L - len(s)) for s in kept], dtype=torch.long
+        ).reshape(B, L)
+        left_padded = torch.tensor(
+            [[pad_id] * (L - len(s)) + s for s in kept], dtype=torch.long
+        ).reshape(B, L)
+        want_lengths = torch.tensor([len(s) for s in kept], dtype=torch.long)
+        case = Case(
+            f"max_len={max_len}, pad_id={pad_id}",
+            ([list(s) for s in seqs], max_len, pad_id),
+            {},
+            f"sequences={seqs}, max_len={max_len}, pad_id={pad_id}",
+        )
+        result = run.call(case)
+        if result is None:
+            run.fail("your function returned None: return the tuple (ids, lengths).", case)
+        if not isinstance(result, tuple) or len(result) != 2:
+            run.fail(
+                f"return the tuple (ids, lengths), but your function returned {kind_of(result)}.",
+                case,
+            )
+        ids, lengths = result
+        if (
+            TRUSTED.is_tensor(ids)
+            and TRUSTED.is_tensor(lengths)
+            and ids.dim() == 1
+            and lengths.dim() == 2
+        ):
+            run.fail("the tuple is in the wrong order: return (ids, lengths).", case)
+        if not TRUSTED.is_tensor(ids) or ids.dtype != torch.long:
+            run.fail(
+                f"ids must be a torch.long tensor, but yours is "
+                f"{getattr(ids, 'dtype', None) or kind_of(ids)}.",
+                case,
+            )
+        if not TRUSTED.is_tensor(lengths) or lengths.dtype != torch.long:
+            run.fail(
+                f"lengths must be a torch.long tensor, but yours is "
+                f"{getattr(lengths, 'dtype', None) or kind_of(lengths)}.",
+                case,
+            )
+        short = [s[: max_len - 1] if len(s) >= max_len else s for s in seqs]
+        L_short = max(len(s) for s in short)
+        if tuple(ids.shape) != tuple(want_ids.shape):
+            hint = ""
+            if ids.shape[-1:] == (max_len,):
+                hint = " Pad to the longest sequence after truncation, not to max_len."
+            elif tuple(ids.shape) == (B, L_short):
+                hint = " You truncate to max_len - 1 tokens; keep max_len (s[:max_len])."
+            run.fail(
+                f"ids should have shape {tuple(want_ids.shape)}, but yours has "
+                f"{tuple(ids.shape)}.{hint}",
+                case,
+                named=bool(hint),
+            )
+        if tuple(lengths.shape) != tuple(want_lengths.shape) or not TRUSTED.equal(
+            lengths, want_lengths
+        ):
+            hint = ""
+            if lengths.tolist() == [len(s) for s in seqs]:
+                hint = " Those are the lengths before truncation; count after it."
+            run.fail(
+                f"lengths should be {want_lengths.tolist()} (after truncation), but received "
+                f"{lengths.tolist()}.{hint}",
+                case,
+                named=bool(hint),
+            )
+        if not TRUSTED.equal(ids, want_ids):
+            kept_last = [s[-max_len:] if len(s) > max_len else s for s in seqs]
+            last = torch.tensor(
+                [s + [pad_id] * (L - len(s)) for s in kept_last], dtype=torch.long
+            ).reshape(B, L)
+            hint = ""
+            if TRUSTED.equal(ids, left_padded):
+                hint = " You padded on the left; pad at the end."
+            elif TRUSTED.equal(ids, last):
+                hint = " You kept the last max_len tokens; keep the first ones, s[:max_len]."
+            run.fail(
+                f"ids should be {want_ids.tolist()}, but received {ids.tolist()}.{hint}",
+                case,
+                named=bool(hint),
+            )
+    for max_len in [-3] + ([0] if hidden else []):
+        case = Case(
+            f"max_len={max_len}",
+            ([[1, 2]], max_len, 0),
+            {},
+            f"sequences=[[1, 2]], max_len={max_len}",
+        )
+        run.expect_raises(case, ValueError, f"max_len={max_len}", (str(max_len),))
+    run.passed()

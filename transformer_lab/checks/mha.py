@@ -1,0 +1,248 @@
+"""Check for notebook 2, exercises 3 and 4: multi-head attention, as a loop or batched.
+
+multi_head_attention(x_q, x_kv, w_q, w_k, w_v, w_o, n_heads, mask=None) -> (out, weights)
+    x_q (B, T, C), x_kv (B, S, C), every w (C, C); Q = x_q @ w_q, ...; out (B, T, C),
+    weights (B, H, T, S)
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from transformer_lab import heads as _ref
+from transformer_lab.checks._core import Case, Mistake, Runner, describe_args, generator
+from transformer_lab.checks._integrity import Forbidden
+from transformer_lab.checks.softmax import signature_hint as _signature_hint
+
+ATOL, RTOL = 1e-5, 1e-4
+
+__all__ = ["check_multi_head_attention"]
+
+
+# ---------------------------------------------------------------------------------------------
+def _mha(
+    x_q,
+    x_kv,
+    wq,
+    wk,
+    wv,
+    wo,
+    H,
+    mask=None,
+    *,
+    split="ok",
+    merge="ok",
+    out_proj=True,
+    transpose_w=False,
+    scale="D",
+    kv_from_q=False,
+    use_mask=True,
+    wo_per_head=False,
+):
+    """Functional multi-head attention with exactly one deliberate mistake switched on."""
+    if transpose_w:
+        wq, wk, wv, wo = wq.T, wk.T, wv.T, wo.T
+    src = x_q if kv_from_q else x_kv
+    q, k, v = x_q @ wq, src @ wk, src @ wv  # (B, T, C), (B, S, C), (B, S, C)
+    B, T, C = q.shape
+    S, D = k.shape[1], C // H
+
+    def sp(t: Tensor, L: int) -> Tensor:
+        if split == "reshape":
+            return t.reshape(B, H, L, D)  # the bug: no transpose
+        return t.view(B, L, H, D).transpose(1, 2)  # (B, H, L, D)
+
+    q, k, v = sp(q, T), sp(k, S), sp(v, S)
+    root = {"D": math.sqrt(D), "C": math.sqrt(C), "H": math.sqrt(H), "none": 1.0}[scale]
+    scores = q @ k.transpose(-2, -1) / root  # (B, H, T, S)
+    if mask is not None and use_mask:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1)
+    out = weights @ v  # (B, H, T, D)
+    if wo_per_head:  # each head's D features through its own diagonal block of W_o
+        blocks = [out[:, h] @ wo[h * D : (h + 1) * D, h * D : (h + 1) * D] for h in range(H)]
+        return torch.cat(blocks, dim=-1), weights  # (B, T, C)
+    out = out.reshape(B, T, C) if merge == "reshape" else out.transpose(1, 2).reshape(B, T, C)
+    return (out @ wo if out_proj else out), weights
+
+
+def _mha_cases(hidden: bool) -> list[Case]:
+    g = generator(9606 if hidden else 606)
+    r = lambda *s: torch.randn(*s, generator=g) / (s[-1] ** 0.5 if len(s) == 2 else 1.0)  # noqa: E731
+    causal = lambda T: torch.ones(T, T, dtype=torch.bool).tril()  # noqa: E731
+
+    def pad(lengths: list[int], S: int) -> Tensor:
+        allowed = torch.arange(S)[None, :] < torch.tensor(lengths)[:, None]  # (B, S)
+        return allowed[:, None, None, :]  # (B, 1, 1, S)
+
+    x = r(2, 4, 8)
+    specs = [
+        ("self-attention, H=2", x, x, 2, None),
+        ("cross-attention, T != S, H=4", r(2, 3, 8), r(2, 5, 8), 4, None),
+        ("causal self-attention", r(2, 5, 8), None, 2, causal(5)),
+        ("cross-attention with padding mask", r(2, 3, 12), r(2, 6, 12), 3, pad([6, 2], 6)),
+        ("one head", r(1, 4, 6), None, 1, None),
+    ]
+    if hidden:
+        specs += [
+            ("H=4, causal", r(3, 6, 16), None, 4, causal(6)),
+            ("cross-attention, H=8", r(2, 2, 16), r(2, 7, 16), 8, pad([7, 3], 7)),
+        ]
+    cases = []
+    for name, xq, xkv, H, mask in specs:
+        xkv = xq if xkv is None else xkv
+        C = xq.shape[-1]
+        wq, wk, wv, wo = (r(C, C) for _ in range(4))
+        kwargs = {} if mask is None else {"mask": mask}
+        case = Case(
+            name,
+            (xq, xkv, wq, wk, wv, wo, H),
+            kwargs,
+            describe_args(x_q=xq, x_kv=xkv, n_heads=H, mask=mask),
+        )
+        module = _ref.MultiHeadAttention(C, H, bias=False)
+        with (
+            torch.no_grad()
+        ):  # nn.Linear stores W^T: y = x @ weight.T, and our w is applied as x @ w
+            for lin, w in (
+                (module.q_proj, wq),
+                (module.k_proj, wk),
+                (module.v_proj, wv),
+                (module.out_proj, wo),
+            ):
+                lin.weight.copy_(w.T)
+            out, weights = module(xq, xkv, mask=mask, need_weights=True)
+        case.data.update(
+            xq=xq, xkv=xkv, w=(wq, wk, wv, wo), H=H, mask=mask, expected=(out, weights)
+        )
+        cases.append(case)
+    return cases
+
+
+def _mha_forbidden() -> list[Forbidden]:
+    return [
+        Forbidden("transformer_lab's MultiHeadAttention", function=_ref.MultiHeadAttention.forward),
+        Forbidden(
+            "PyTorch's nn.MultiheadAttention / F.multi_head_attention_forward",
+            codes={F.multi_head_attention_forward.__code__, nn.MultiheadAttention.forward.__code__},
+            builtin_names=("_native_multi_head_attention",),
+        ),
+    ]
+
+
+def check_multi_head_attention(multi_head_attention, hidden: bool = False) -> None:
+    """Check ``multi_head_attention(x_q, x_kv, w_q, w_k, w_v, w_o, n_heads, mask=None)``.
+
+    Compared with ``transformer_lab.MultiHeadAttention`` (no bias) after copying the weights.
+    Returns ``out`` (B, T, C) or ``(out, weights)`` with weights (B, H, T, S).
+    """
+    __tracebackhide__ = True  # IPython hides this frame: students see their cell and the message
+    run = Runner(
+        "check_multi_head_attention",
+        multi_head_attention,
+        _mha_forbidden(),
+        hidden,
+        lambda e, c: _signature_hint(
+            e, "multi_head_attention(x_q, x_kv, w_q, w_k, w_v, w_o, n_heads, mask=None)"
+        ),
+    )
+    for case in _mha_cases(hidden):
+        xq, xkv, (wq, wk, wv, wo), H, mask = (case.data[n] for n in ("xq", "xkv", "w", "H", "mask"))
+        exp_out, exp_w = case.data["expected"]
+        value = run.call(case)
+        out, weights = run.expect_tuple(value, case, ("out", "weights"), (exp_out, exp_w))
+        case.data["axes"] = ("batch element", "head", "query", "key")
+        weights = run.expect_tensor(
+            weights,
+            case,
+            exp_w.shape,
+            exp_w.dtype,
+            what="attention weights",
+            shape_hint=lambda got: None,
+            expected=exp_w,
+        )
+        M = lambda msg, **kw: Mistake(msg, lambda: _mha(xq, xkv, wq, wk, wv, wo, H, mask, **kw))  # noqa: E731
+        mistakes = [
+            M("the output projection is missing: multiply the merged heads by w_o", out_proj=False),
+            M(
+                "heads split with a reshape but no transpose: use "
+                ".view(B, T, H, D).transpose(1, 2)",
+                split="reshape",
+            ),
+            M(
+                "heads merged with a reshape but no transpose: use "
+                ".transpose(1, 2).reshape(B, T, C)",
+                merge="reshape",
+            ),
+            M(
+                "the scores are scaled by sqrt(C) (the model width) instead of sqrt(D) = "
+                "sqrt(C / H) (the head width)",
+                scale="C",
+            ),
+            M(
+                "the scores are scaled by sqrt(H) (the number of heads) instead of sqrt(D) = "
+                "sqrt(C / H) (the head width)",
+                scale="H",
+            ),
+            M("the 1/sqrt(D) scaling is missing (D = C / H, the head width)", scale="none"),
+            M(
+                "the weights are applied as x @ w.T: the course uses row vectors, Q = x_q @ w_q",
+                transpose_w=True,
+            ),
+            M(
+                "keys and values must come from x_kv (the second argument); you computed them "
+                "from x_q",
+                kv_from_q=True,
+            ),
+            M(
+                "W_o is applied per head (each head's output through its own D x D block): W_o "
+                "mixes all heads, so apply it once to the concatenation (B, T, C) @ w_o",
+                wo_per_head=True,
+            ),
+        ]
+        if mask is not None:
+            mistakes.append(
+                M(
+                    "the mask is ignored: fill the scores with -inf where mask is False, before "
+                    "the softmax",
+                    use_mask=False,
+                )
+            )
+        if not run.close(weights, exp_w, ATOL, RTOL):
+            run.outputs = (weights, exp_w)
+            run.explain(
+                weights,
+                exp_w,
+                case,
+                mistakes,
+                ATOL,
+                RTOL,
+                pick=lambda r: r[1],
+                what="attention weights",
+                select=lambda r: r[1],
+            )
+        out = run.expect_tensor(
+            out,
+            case,
+            exp_out.shape,
+            exp_out.dtype,
+            shape_hint=lambda got: "merge the heads back to (B, T, C) and apply w_o",
+            expected=exp_out,
+        )
+        if not run.close(out, exp_out, ATOL, RTOL):
+            case.data["axes"] = ("batch element", "query", "feature")
+            run.explain(
+                out,
+                exp_out,
+                case,
+                mistakes,
+                ATOL,
+                RTOL,
+                pick=lambda r: r[0],
+                select=lambda r: r[0],
+            )
+    run.passed()
