@@ -351,6 +351,7 @@ def test_a_softmax_that_gives_nan_on_an_empty_row_is_marked_where_the_nan_spread
     np.testing.assert_array_equal(st["differs"], st["nan"])  # marked exactly where NaN is
     assert st["nan"][0, 0] and st["nan"][1:].all()
     assert "NaN in 6 of 6 tokens" in ex.readout.value
+    assert "passes" not in ex.footer.value  # check_softmax requires zeros on an all -inf slice
 
 
 def test_a_wrong_softmax_shows_beside_the_reference_bars():

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import io
 import math
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -21,6 +22,11 @@ __all__ = ["diagnose", "EXERCISES", "register"]
 
 # exercise name -> (check function, reference with the student's signature or None)
 EXERCISES: dict[str, tuple[Callable[..., None], Callable[..., Any] | None]] = {}
+
+
+# student function -> {exercise: verdict}: an explorer calls diagnose on every slider step, but
+# the instant check's verdict depends only on the function (redefining it makes a new object)
+_VERDICTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def register(name: str, check: Callable[..., None], reference: Callable[..., Any] | None) -> None:
@@ -50,7 +56,9 @@ def diagnose(exercise: str, student_fn: Any, case: Any = None) -> Diagnosis | No
 
     With ``case`` (the inputs of one call), also the student's and the reference's outputs on
     those inputs. Output of the check (the ✓ line) is swallowed; nothing is raised for the
-    student's errors.
+    student's errors. The check's verdict is cached per function object (a redefined function
+    is a new object), so an explorer may call this on every slider step: after the first call
+    only ``case`` is computed.
     """
     from transformer_lab.checks._core import CheckFailed, Runner
 
@@ -58,14 +66,7 @@ def diagnose(exercise: str, student_fn: Any, case: Any = None) -> Diagnosis | No
         known = ", ".join(sorted(EXERCISES))
         raise KeyError(f"unknown exercise {exercise!r}; known: {known}")
     check, reference = EXERCISES[exercise]
-    verdict: Diagnosis | None = None
-    try:
-        with contextlib.redirect_stdout(io.StringIO()):
-            check(student_fn)
-    except CheckFailed as exc:
-        verdict = Diagnosis(exc.message, exc.named, exc.case, exc.student, exc.reference)
-    except Exception as exc:  # a broken student function must never break an explorer
-        verdict = Diagnosis(f"{type(exc).__name__}: {exc}", False)
+    verdict = _check_verdict(exercise, check, student_fn, CheckFailed)
     if case is None:
         return verdict
     args, kwargs = _split_case(case)
@@ -91,6 +92,28 @@ def diagnose(exercise: str, student_fn: Any, case: Any = None) -> Diagnosis | No
     if verdict is None:
         verdict = Diagnosis("on these inputs your result differs from the reference", False)
     return Diagnosis(verdict.message, verdict.named, "the given inputs", got, want)
+
+
+def _check_verdict(exercise: str, check, student_fn, failure) -> Diagnosis | None:
+    try:
+        cached = _VERDICTS.get(student_fn, {})
+    except TypeError:  # not weak-referenceable: no cache
+        cached = {}
+    if exercise in cached:
+        return cached[exercise]
+    verdict: Diagnosis | None = None
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            check(student_fn)
+    except failure as exc:
+        verdict = Diagnosis(exc.message, exc.named, exc.case, exc.student, exc.reference)
+    except Exception as exc:  # a broken student function must never break an explorer
+        verdict = Diagnosis(f"{type(exc).__name__}: {exc}", False)
+    try:
+        _VERDICTS.setdefault(student_fn, {})[exercise] = verdict
+    except TypeError:
+        pass
+    return verdict
 
 
 def _agree(got: Any, want: Any) -> bool:
