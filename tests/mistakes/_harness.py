@@ -231,7 +231,7 @@ def run_check(entry: Entry, checks_module) -> tuple[str, str, bool | None]:
         flag = getattr(exc, "named", None)
     else:
         return "passed", "", None
-    low = message.lower()
+    low = message.split(" [case ")[0].lower()  # the words must be in the verdict, not the inputs
     if all(any(alt in low for alt in w.lower().split("|")) for w in entry.words):
         return "named", message, flag
     if flag is None:

@@ -122,6 +122,14 @@ def check_pad_and_truncate(pad_and_truncate, hidden: bool = False) -> None:
                 hint = " You padded on the left; pad at the end."
             elif TRUSTED.equal(ids, last):
                 hint = " You kept the last max_len tokens; keep the first ones, s[:max_len]."
+            else:
+                padded = want_ids == pad_id  # positions that must hold pad_id
+                values = ids[padded].unique() if padded.any() else ids[padded]
+                same_elsewhere = TRUSTED.equal(ids[~padded], want_ids[~padded])
+                if same_elsewhere and len(values) == 1 and values.item() != pad_id:
+                    hint = (
+                        f" The padding holds {values.item()}, not pad_id={pad_id}: pad with pad_id."
+                    )
             run.fail(
                 f"ids should be {want_ids.tolist()}, but received {ids.tolist()}.{hint}",
                 case,

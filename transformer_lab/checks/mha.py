@@ -162,7 +162,12 @@ def check_multi_head_attention(multi_head_attention, hidden: bool = False) -> No
             exp_w.shape,
             exp_w.dtype,
             what="attention weights",
-            shape_hint=lambda got: None,
+            shape_hint=lambda got, T=xq.shape[1], S=xkv.shape[1]: (
+                "one column per key of x_q: keys and values must come from x_kv (the second "
+                "argument), queries from x_q"
+                if got[-1] == T and S != T
+                else None
+            ),
             expected=exp_w,
         )
         M = lambda msg, **kw: Mistake(msg, lambda: _mha(xq, xkv, wq, wk, wv, wo, H, mask, **kw))  # noqa: E731
