@@ -79,46 +79,65 @@ def _names(source: str, *, defined: bool) -> set[str]:
     return {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
 
 
-def explorer_notebook(source: Path, dest_dir: Path) -> tuple[Path, int, str]:
-    """Write a copy of ``source`` holding the cells above its first explorer cell that run in an
+def _only_definitions(source: str) -> bool:
+    """True if a cell only defines functions or classes (and imports): running it cannot fail on
+    an unanswered exercise, whose body raises only when called."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return False
+    allowed = (ast.FunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom, ast.Expr)
+    return all(isinstance(node, allowed) for node in tree.body)
+
+
+def explorer_notebook(
+    source: Path, dest_dir: Path, explorer: str | None = None
+) -> tuple[Path, int, str]:
+    """Write a copy of ``source`` holding the cells above one explorer cell that run in an
     unsolved student notebook, and that explorer cell.
 
-    Left out: nbgrader answer and test cells, and every cell that uses a name an answer cell
-    defines (instant checks, demos of the student's function): unsolved, they would raise.
+    Args:
+        source: the notebook.
+        dest_dir: where the copy goes.
+        explorer: the explorer's name (e.g. ``"equivariance_explorer"``); default the first
+            cell that calls any explorer.
+
+    Kept: set-up cells, and answer cells that only define functions (the explorer may take the
+    student's function; unsolved, it raises NotImplementedError only when called, which the
+    explorer shows as one line). Left out: test cells, other answer cells, and every cell that
+    uses a name an answer cell defines (instant checks, demos of the student's function).
 
     Returns:
         (path of the copy, number of code cells in it, source of the explorer cell).
     """
     nb = nbformat.read(source, as_version=4)
     code_cells = [c for c in nb.cells if c.cell_type == "code"]
-    explorer = next((c for c in code_cells if EXPLORER_CALL.search(c.source)), None)
-    if explorer is None:
+    pattern = re.compile(rf"\b{re.escape(explorer)}\s*\(") if explorer else EXPLORER_CALL
+    found = next((c for c in code_cells if pattern.search(c.source)), None)
+    if found is None:
         raise LookupError(
-            f"{source} has no cell that calls an explorer (pattern {EXPLORER_CALL.pattern})."
+            f"{source} has no cell that calls an explorer (pattern {pattern.pattern})."
         )
-    above = code_cells[: code_cells.index(explorer)]
-    answers = set().union(
-        *(
-            _names(c.source, defined=True)
-            for c in above
-            if c.metadata.get("nbgrader", {}).get("solution")
-        )
-    )
-    setup = [
-        c
-        for c in above
-        if not _is_graded_cell(c) and not (_names(c.source, defined=False) & answers)
-    ]
+    above = code_cells[: code_cells.index(found)]
+    answer_cells = [c for c in above if c.metadata.get("nbgrader", {}).get("solution")]
+    answers = set().union(*(_names(c.source, defined=True) for c in answer_cells))
+    keep = []
+    for c in above:
+        if c in answer_cells:
+            if _only_definitions(c.source):
+                keep.append(c)
+        elif not _is_graded_cell(c) and not (_names(c.source, defined=False) & answers):
+            keep.append(c)
     copy = nbformat.v4.new_notebook()
     copy.metadata["kernelspec"] = {
         "name": "python3",
         "display_name": "Python 3",
         "language": "python",
     }
-    copy.cells = [nbformat.v4.new_code_cell(c.source) for c in [*setup, explorer]]
+    copy.cells = [nbformat.v4.new_code_cell(c.source) for c in [*keep, found]]
     path = dest_dir / "explorer.ipynb"
     nbformat.write(copy, path)
-    return path, len(copy.cells), explorer.source
+    return path, len(copy.cells), found.source
 
 
 def free_port() -> int:

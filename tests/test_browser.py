@@ -1,8 +1,13 @@
 """A real browser: JupyterLab in Chromium, run the explorer cell, move a slider, see the plot change.
 
 Opens the student notebook ``notebooks/01_self_attention/01_self_attention.ipynb`` (or any
-notebook named by the environment variable ``TLAB_BROWSER_NOTEBOOK``) as a trimmed temporary copy: its set-up cells and its first explorer
-cell. Screenshots and the measured round trip go to ``tests/screenshots/``.
+notebook named by the environment variable ``TLAB_BROWSER_NOTEBOOK``) as a trimmed temporary
+copy: its set-up cells, the answer cells that only define the (unsolved) functions, and one
+explorer cell: the first one (the softmax explorer, given the student's unsolved ``softmax``),
+and, in a second test, the permutation-equivariance explorer (a new one, also given the
+student's unsolved ``self_attention``: it must show the reference and a one-line "not
+implemented yet", never a traceback). Screenshots and the measured round trip go to
+``tests/screenshots/``.
 
 Chromium is Debian's (``/usr/bin/chromium``), installed with apt-get by the session fixture if
 missing; Playwright only drives it (``playwright install`` is never used). Every wait has its own
@@ -48,12 +53,17 @@ def chromium() -> Path:
     return CHROMIUM
 
 
+# (explorer to open, or None for the notebook's first; name of the screenshots)
+EXPLORERS = [(None, "browser"), ("equivariance_explorer", "browser_equivariance")]
+
+
 @pytest.fixture
-def lab(tmp_path):
+def lab(tmp_path, request):
     """A JupyterLab serving a temporary copy of the explorer notebook."""
     root = tmp_path / "root"
     root.mkdir()
-    notebook, n_cells, explorer_source = explorer_notebook(notebook_to_open(), root)
+    explorer, _ = request.param
+    notebook, n_cells, explorer_source = explorer_notebook(notebook_to_open(), root, explorer)
     token = secrets.token_hex(16)
     port = free_port()
     proc = start_lab(root, tmp_path, port, token, tmp_path / "jupyterlab.log")
@@ -139,11 +149,13 @@ def _step(page, handle, img, key: str) -> float | None:
     return time.perf_counter() - t0
 
 
-def test_slider_redraws_the_explorer_in_jupyterlab(chromium, lab, watchdog):
+@pytest.mark.parametrize("lab", EXPLORERS, ids=["first-explorer", "equivariance"], indirect=True)
+def test_slider_redraws_the_explorer_in_jupyterlab(chromium, lab, watchdog, request):
     from playwright.sync_api import expect, sync_playwright
 
+    explorer, shot = request.node.callspec.params["lab"]
     SHOTS.mkdir(exist_ok=True)
-    (SHOTS / "browser_failure.png").unlink(missing_ok=True)
+    (SHOTS / f"{shot}_failure.png").unlink(missing_ok=True)
     started = time.monotonic()
     with sync_playwright() as pw:
         browser = pw.chromium.launch(
@@ -164,7 +176,7 @@ def test_slider_redraws_the_explorer_in_jupyterlab(chromium, lab, watchdog):
             # The first output is either the explorer's picture or a traceback.
             page.wait_for_selector(f"{WIDGET_IMG}, {ERROR_OUTPUT}", timeout=90_000)
             if page.locator(WIDGET_IMG).count() == 0:
-                page.screenshot(path=str(SHOTS / "browser_failure.png"))
+                page.screenshot(path=str(SHOTS / f"{shot}_failure.png"))
                 pytest.fail(
                     f"the explorer cell failed in the browser: {page.locator(ERROR_OUTPUT).first.inner_text()[:2000]}"
                 )
@@ -174,7 +186,11 @@ def test_slider_redraws_the_explorer_in_jupyterlab(chromium, lab, watchdog):
             output = page.locator(
                 ".jp-OutputArea-output", has=page.locator("img.widget-image")
             ).first
-            shot_before = output.screenshot(path=str(SHOTS / "browser_before.png"))
+            shot_before = output.screenshot(path=str(SHOTS / f"{shot}_before.png"))
+            shown_text = output.inner_text()
+            if explorer is not None:  # the student's unsolved function: one line, no traceback
+                assert "not implemented yet" in shown_text, shown_text[:500]
+            assert "Traceback" not in shown_text
 
             # Move the first slider with the keyboard, as a user tabbing to it would, one step at a
             # time: each step must come back as a new picture (this also times the round trip).
@@ -192,14 +208,14 @@ def test_slider_redraws_the_explorer_in_jupyterlab(chromium, lab, watchdog):
                 round_trips.append(elapsed)
             _wait_until_stable(img)
             median_ms = 1000 * sorted(round_trips)[len(round_trips) // 2]
-            (SHOTS / "browser_latency.txt").write_text(
+            (SHOTS / f"{shot}_latency.txt").write_text(
                 f"arrow key to new picture in the browser, median of {len(round_trips)}: {median_ms:.0f} ms\n"
             )
-            print(f"slider round trip in the browser: median {median_ms:.0f} ms")
-            shot_after = output.screenshot(path=str(SHOTS / "browser_after.png"))
-            page.screenshot(path=str(SHOTS / "browser_page.png"))
+            print(f"slider round trip in the browser ({shot}): median {median_ms:.0f} ms")
+            shot_after = output.screenshot(path=str(SHOTS / f"{shot}_after.png"))
+            page.screenshot(path=str(SHOTS / f"{shot}_page.png"))
         except Exception:
-            page.screenshot(path=str(SHOTS / "browser_failure.png"))
+            page.screenshot(path=str(SHOTS / f"{shot}_failure.png"))
             raise
         finally:
             browser.close()

@@ -6,7 +6,6 @@ and asserts both that the picture changed and, where cheap, that what is plotted
 
 from __future__ import annotations
 
-import io
 import math
 import os
 import subprocess
@@ -17,6 +16,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from widget_helpers import assert_blit_matches_full_draw, changes_picture
 
 from transformer_lab import SelfAttention
 from transformer_lab import widgets as tw
@@ -30,6 +30,14 @@ EXPLORERS = [
     "positional_explorer",
     "mask_explorer",
     "sampling_explorer",
+    "equivariance_explorer",
+    "cost_explorer",
+    "head_layout_explorer",
+    "position_kinds_explorer",
+    "rope_explorer",
+    "cross_attention_explorer",
+    "masked_row_explorer",
+    "leak_explorer",
 ]
 
 
@@ -38,48 +46,6 @@ def interactive(monkeypatch):
     """Build real explorers even if the suite itself runs under a grading flag."""
     monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
     monkeypatch.delenv("TLAB_GRADING", raising=False)
-
-
-def pixels(png: bytes) -> np.ndarray:
-    from PIL import Image
-
-    return np.asarray(Image.open(io.BytesIO(png)).convert("RGB"), dtype=np.int16)
-
-
-def changes_picture(explorer, name, value) -> bytes:
-    """Set one control and assert the shown PNG changed; return the new PNG."""
-    before = explorer.image.value
-    explorer.controls[name].value = value
-    after = explorer.image.value
-    assert after[:8] == b"\x89PNG\r\n\x1a\n"
-    assert after != before, f"moving {name} to {value!r} did not change the picture"
-    assert np.abs(pixels(after) - pixels(before)).max() > 50, (
-        f"moving {name} changed no visible pixel"
-    )
-    return after
-
-
-def assert_blit_matches_full_draw(explorer, max_fraction=0.003):
-    """The cached-background frame must show what a full redraw shows (no stale layer).
-
-    Animated artists are drawn on top rather than in z-order, so a few pixels where a static
-    line crosses a bar may differ; anything stale would differ in many more.
-    """
-    blitted = pixels(explorer.image.value)
-    view = explorer.view
-    artists = view.fast + view.slow
-    for a in artists:
-        a.set_animated(False)
-    try:
-        from transformer_lab.widgets._common import render_png
-
-        full = pixels(render_png(explorer.figure))
-    finally:
-        for a in artists:
-            a.set_animated(True)
-        view.invalidate()
-    differing = (np.abs(blitted - full).max(axis=-1) > 40).mean()
-    assert differing < max_fraction, f"{differing:.1%} of pixels differ from a full redraw"
 
 
 # --------------------------------------------------------------------------- import and grading
@@ -156,7 +122,7 @@ def test_state_returns_copies():
 
 def test_softmax_bars_are_torch_softmax_of_scores_over_temperature():
     scores = [1.5, -0.5, 0.25, 3.0]
-    ex = tw.softmax_explorer(scores, labels=list("abcd"))
+    ex = tw.softmax_explorer(scores=scores, labels=list("abcd"))
     for tau in (0.05, 0.3, 1.0, 7.0, 20.0):
         ex.controls["temperature"].value = tau
         st = ex.state()
@@ -183,17 +149,17 @@ def test_softmax_temperature_changes_the_picture_and_the_shift_changes_nothing_t
 
 def test_softmax_explorer_bad_input():
     with pytest.raises(ValueError, match=r"scores must hold 2 to 32 values, but received 1\."):
-        tw.softmax_explorer([1.0])
+        tw.softmax_explorer(scores=[1.0])
     with pytest.raises(ValueError, match=r"received 2 labels for 3 scores\."):
-        tw.softmax_explorer([1.0, 2.0, 3.0], labels=["a", "b"])
+        tw.softmax_explorer(scores=[1.0, 2.0, 3.0], labels=["a", "b"])
     with pytest.raises(
         ValueError, match=r"temperature must lie between 0\.05 and 20, but received temperature=0\."
     ):
         tw.softmax_explorer(temperature=0)
     with pytest.raises(TypeError, match=r"scores must be a tensor or a list of numbers"):
-        tw.softmax_explorer(["a", "b"])
+        tw.softmax_explorer(scores=["a", "b"])
     with pytest.raises(ValueError, match=r"scores must have 1 dimensions"):
-        tw.softmax_explorer(torch.zeros(2, 2))
+        tw.softmax_explorer(scores=torch.zeros(2, 2))
 
 
 # --------------------------------------------------------------------------- scaling
@@ -277,7 +243,7 @@ def test_attention_scale_options_hold_the_three_named_factors():
 
 
 def test_attention_query_and_scale_change_the_picture():
-    ex = tw.attention_explorer("the cat sat on the mat")
+    ex = tw.attention_explorer(tokens="the cat sat on the mat")
     w = ex.state()["weights"]
     np.testing.assert_allclose(w[0], w[4], rtol=1e-6)  # the two "the"s: no positions, same row
     np.testing.assert_allclose(w.sum(-1), 1.0, rtol=1e-6)
@@ -296,7 +262,7 @@ def test_attention_explorer_uses_a_given_module_and_embeddings():
     torch.manual_seed(0)
     attn = SelfAttention(8, d_head=4)
     x = torch.randn(3, 8)
-    ex = tw.attention_explorer(["a", "b", "c"], embeddings=x, attention=attn)
+    ex = tw.attention_explorer(tokens=["a", "b", "c"], embeddings=x, attention=attn)
     with torch.no_grad():
         ref = attn.q_proj(x)
     torch.testing.assert_close(torch.from_numpy(ex.state()["q"]), ref)
@@ -304,15 +270,17 @@ def test_attention_explorer_uses_a_given_module_and_embeddings():
 
 def test_attention_explorer_bad_input():
     with pytest.raises(ValueError, match=r"tokens must hold 1 to 16 tokens, but received 0\."):
-        tw.attention_explorer([])
+        tw.attention_explorer(tokens=[])
     with pytest.raises(TypeError, match=r"tokens must be a string or a list of strings"):
-        tw.attention_explorer([1, 2])
+        tw.attention_explorer(tokens=[1, 2])
     with pytest.raises(ValueError, match=r"received 2 rows for 3 tokens\."):
-        tw.attention_explorer("a b c", embeddings=torch.randn(2, 8))
+        tw.attention_explorer(tokens="a b c", embeddings=torch.randn(2, 8))
     with pytest.raises(
         ValueError, match=r"inputs of width 8 like the embeddings, but its q_proj takes 6\."
     ):
-        tw.attention_explorer("a b c", embeddings=torch.randn(3, 8), attention=SelfAttention(6))
+        tw.attention_explorer(
+            tokens="a b c", embeddings=torch.randn(3, 8), attention=SelfAttention(6)
+        )
     with pytest.raises(TypeError, match=r"attention must have q_proj, k_proj and v_proj"):
         tw.attention_explorer(attention=torch.nn.Linear(16, 16))
     with pytest.raises(
@@ -322,7 +290,7 @@ def test_attention_explorer_bad_input():
     with pytest.raises(
         ValueError, match=r"embeddings must have 2 dimensions, but received shape \(3,\)\."
     ):
-        tw.attention_explorer("a b c", embeddings=torch.randn(3))
+        tw.attention_explorer(tokens="a b c", embeddings=torch.randn(3))
 
 
 def _torch_mha_weights(mha, x):
@@ -345,7 +313,7 @@ def _torch_mha_weights(mha, x):
 def test_heads_weights_match_torch_multihead_attention():
     torch.manual_seed(1)
     x = torch.randn(5, 16)
-    ex = tw.heads_explorer("a b c d e", embeddings=x)
+    ex = tw.heads_explorer(tokens="a b c d e", embeddings=x)
     for H in (1, 4, 16):
         ex.controls["n_heads"].value = H
         st = ex.state()
@@ -562,3 +530,282 @@ def test_sampling_explorer_bad_input():
         tw.sampling_explorer(torch.zeros(100))
     with pytest.raises(ValueError, match=r"received 2 tokens for 3 logits\."):
         tw.sampling_explorer([1.0, 2.0, 3.0], tokens=["a", "b"])
+
+
+# --------------------------------------------------------------------------- equivariance
+
+
+def test_equivariance_outputs_move_with_the_tokens_until_positions_are_added():
+    ex = tw.equivariance_explorer(tokens="the dog bit the man")
+    for shuffle in (0, 3, 7):
+        ex.controls["shuffle"].value = shuffle
+        st = ex.state()
+        perm = torch.from_numpy(st["perm"])
+        assert sorted(perm.tolist()) == list(range(5))
+        np.testing.assert_allclose(st["out_shuffled"], st["out"][perm.numpy()], atol=1e-6)
+        assert st["gap"].max() < 1e-5
+    ex.controls["positions"].value = True
+    assert ex.state()["gap"].max() > 0.05  # positions make the order visible
+    assert "positions make order visible" in ex.readout.value
+
+
+def test_equivariance_outputs_match_torch_attention():
+    ex = tw.equivariance_explorer(tokens="a b c d", d_model=8, d_head=4, seed=2)
+    st = ex.state()
+    from transformer_lab.widgets._inputs import seeded_embeddings
+
+    x = seeded_embeddings(["a", "b", "c", "d"], 8, 2)
+    gen = torch.Generator().manual_seed(3)
+    w_q, w_k, w_v = (torch.randn(8, 4, generator=gen) / math.sqrt(8) for _ in range(3))
+    ref = F.scaled_dot_product_attention(x @ w_q, x @ w_k, x @ w_v)
+    np.testing.assert_allclose(st["out"], ref.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_equivariance_sliders_change_the_picture():
+    ex = tw.equivariance_explorer()
+    changes_picture(ex, "shuffle", 4)
+    changes_picture(ex, "positions", True)
+    assert_blit_matches_full_draw(ex)
+
+
+# --------------------------------------------------------------------------- cost
+
+
+def test_cost_counts_the_formula_and_times_every_point():
+    ex = tw.cost_explorer(T=16, C=32)
+    for T, C in ((16, 32), (64, 32), (64, 128), (256, 16)):
+        ex.set(T=T, C=C)
+        st = ex.state()
+        assert st["counted"] == 3 * T * C * C + 2 * T * T * C
+        assert st["counted"] == st["projections"] + st["attention"]
+        assert 0 < st["seconds"] < 5
+    assert set(ex.state()["measured"]) == {(16, 32), (64, 32), (64, 128), (256, 16)}
+
+
+def test_cost_sliders_change_the_picture():
+    ex = tw.cost_explorer()
+    changes_picture(ex, "T", 512)
+    changes_picture(ex, "C", 16)
+    assert_blit_matches_full_draw(ex, max_fraction=0.01)
+
+
+def test_cost_explorer_bad_input():
+    with pytest.raises(ValueError, match=r"T must be one of \[8, .*\], but received T=100\."):
+        tw.cost_explorer(T=100)
+
+
+# --------------------------------------------------------------------------- head layout
+
+
+def test_head_layout_split_and_merge_match_an_independent_layout():
+    ex = tw.head_layout_explorer(d_model=12, n_tokens=4)
+    for H in (1, 2, 3, 4, 6, 12):
+        ex.controls["n_heads"].value = H
+        st = ex.state()
+        D = 12 // H
+        x = st["x"]
+        for h in range(H):
+            np.testing.assert_array_equal(st["split"][h], x[:, h * D : (h + 1) * D])
+        np.testing.assert_array_equal(st["merged"], x)
+    # The einops pattern the course quotes, as an independent statement of the same layout.
+    ex.controls["n_heads"].value = 3
+    st = ex.state()
+    ref = torch.from_numpy(st["x"]).view(4, 3, 4).permute(1, 0, 2)
+    np.testing.assert_array_equal(st["split"], ref.numpy())
+
+
+def test_head_layout_sliders_change_the_picture():
+    ex = tw.head_layout_explorer()
+    changes_picture(ex, "head", 2)
+    changes_picture(ex, "n_heads", 6)
+    assert ex.controls["head"].value == 2
+    changes_picture(ex, "n_heads", 2)
+    assert ex.state()["head"] == 1  # clamped to the new H
+    assert_blit_matches_full_draw(ex)
+
+
+def test_head_layout_explorer_bad_input():
+    with pytest.raises(ValueError, match=r"n_heads must divide d_model=12 .* received n_heads=5\."):
+        tw.head_layout_explorer(n_heads=5)
+
+
+# --------------------------------------------------------------------------- kinds of positions
+
+
+def test_position_kinds_tables_and_the_cross_terms():
+    from transformers.models.distilbert.modeling_distilbert import create_sinusoidal_embeddings
+
+    ex = tw.position_kinds_explorer(tokens="the cat saw the cat")
+    st = ex.state()
+    hf = create_sinusoidal_embeddings(5, 128, torch.empty(5, 128))
+    scale = st["table"][1, 0] / hf[1, 0].item()  # the table is rescaled to the tokens' size
+    np.testing.assert_allclose(st["table"], scale * hf.numpy(), atol=1e-4)
+    assert st["parts"][2] > 0.01  # adding: cross terms
+    ex.controls["combine"].value = "concatenate"
+    assert ex.state()["parts"][2] == 0.0  # concatenating keeps content and position apart
+    ex.controls["strength"].value = 0.0
+    sim = ex.state()["token_similarity"]
+    assert sim[0, 3] == pytest.approx(1.0, abs=1e-5)  # "the" and "the": the same without positions
+    for kind in ("learned (trained GPT)", "learned (at init)"):
+        ex.controls["kind"].value = kind
+        t = ex.state()["table"]
+        assert t.shape == (5, 128) and np.isfinite(t).all()
+        np.testing.assert_allclose(np.linalg.norm(t, axis=1).mean(), math.sqrt(128), rtol=1e-4)
+
+
+def test_position_kinds_trained_table_is_the_shipped_gpt_and_smoother_than_init():
+    from transformer_lab.checkpoints import load_pretrained
+
+    model, _ = load_pretrained("tiny_gpt")
+    table = next(v for k, v in model.state_dict().items() if "pos" in k and v.dim() == 2)[:11]
+    ex = tw.position_kinds_explorer()
+    ex.controls["kind"].value = "learned (trained GPT)"
+    shown = torch.from_numpy(ex.state()["table"])
+    cos = F.cosine_similarity(shown, table.float(), dim=-1)
+    assert torch.all(cos > 0.9999)
+    neighbours = np.diag(ex.state()["position_similarity"], 1).mean()
+    ex.controls["kind"].value = "learned (at init)"
+    assert neighbours > np.abs(np.diag(ex.state()["position_similarity"], 1)).mean()
+
+
+def test_position_kinds_controls_change_the_picture():
+    ex = tw.position_kinds_explorer()
+    changes_picture(ex, "strength", 2.5)
+    changes_picture(ex, "combine", "concatenate")
+    changes_picture(ex, "kind", "learned (trained GPT)")
+    assert_blit_matches_full_draw(ex)
+
+
+# --------------------------------------------------------------------------- RoPE
+
+
+def _rope_complex(x: np.ndarray, base: float) -> np.ndarray:
+    """RoPE written with complex numbers: pair (2i, 2i+1) times exp(1j * t * theta_i)."""
+    T, D = x.shape
+    z = x[:, 0::2] + 1j * x[:, 1::2]
+    theta = base ** (-np.arange(0, D, 2) / D)
+    z = z * np.exp(1j * np.arange(T)[:, None] * theta[None, :])
+    out = np.empty_like(x)
+    out[:, 0::2], out[:, 1::2] = z.real, z.imag
+    return out
+
+
+def test_rope_scores_match_a_complex_number_rotation_and_depend_on_the_offset_only():
+    ex = tw.rope_explorer(d_head=16, base=100.0, seed=0)
+    gen = torch.Generator().manual_seed(0)
+    q, k = torch.randn(16, generator=gen).numpy(), torch.randn(16, generator=gen).numpy()
+    rq = _rope_complex(np.tile(q, (64, 1)), 100.0)
+    rk = _rope_complex(np.tile(k, (64, 1)), 100.0)
+    st = ex.state()
+    np.testing.assert_allclose(st["scores"], rq @ rk.T, atol=1e-4)
+    scores = st["scores"]
+    for off in (-5, 0, 7):  # constant along every diagonal
+        diag = np.diag(scores, off)
+        np.testing.assert_allclose(diag, diag[0], atol=1e-3)
+    ex.controls["t"].value = 30
+    ok = ~np.isnan(ex.state()["curve"])
+    np.testing.assert_allclose(ex.state()["curve"][ok], ex.state()["other_curve"][ok], atol=1e-3)
+
+
+def test_rope_sliders_change_the_picture():
+    ex = tw.rope_explorer()
+    changes_picture(ex, "t", 20)
+    changes_picture(ex, "offset", -7)
+    changes_picture(ex, "pair", 3)
+    assert_blit_matches_full_draw(ex)
+
+
+def test_rope_explorer_bad_input():
+    with pytest.raises(ValueError, match=r"d_head must be an even integer from 2 to 64"):
+        tw.rope_explorer(d_head=7)
+
+
+# --------------------------------------------------------------------------- cross-attention
+
+
+def test_cross_attention_weights_match_torch_with_the_source_padding_masked():
+    ex = tw.cross_attention_explorer(n_queries=4)
+    for n_real, sharp in ((7, 1.0), (4, 2.0), (1, 0.25)):
+        ex.set(source_length=n_real, sharpness=sharp)
+        st = ex.state()
+        w = torch.from_numpy(st["weights"])
+        assert w.shape == (4, 7)
+        assert torch.all(w[:, n_real:] == 0)
+        torch.testing.assert_close(w.sum(-1), torch.ones(4))
+    # Same numbers as PyTorch's fused attention (identity projections, the factor in q).
+    ex.set(source_length=5, sharpness=2.0)
+    from transformer_lab.widgets import cross_attention as ca
+
+    gen = torch.Generator().manual_seed(0)
+    meanings = {m: torch.randn(32, generator=gen) for m in sorted(set(ca.MEANING.values()))}
+    src = torch.stack(
+        [meanings[ca.MEANING[w]] + 0.3 * torch.randn(32, generator=gen) for w in ca.SOURCE]
+    )
+    tgt = torch.stack([meanings[w] + 0.3 * torch.randn(32, generator=gen) for w in ca.TARGET[:4]])
+    mask = torch.arange(7) < 5
+    ref = F.scaled_dot_product_attention(tgt * 2.0, src, src, attn_mask=mask[None, :])
+    torch.testing.assert_close(torch.from_numpy(ex.state()["output"]), ref, rtol=1e-5, atol=1e-5)
+
+
+def test_cross_attention_controls_change_the_picture():
+    ex = tw.cross_attention_explorer()
+    changes_picture(ex, "query", 2)
+    changes_picture(ex, "source_length", 3)
+    changes_picture(ex, "sharpness", 4.0)
+    assert_blit_matches_full_draw(ex)
+
+
+# --------------------------------------------------------------------------- fully masked rows
+
+
+def test_masked_row_nan_spreads_with_the_naive_softmax_only():
+    ex = tw.masked_row_explorer(seq_len=6)
+    st = ex.state()
+    assert st["nan"][0].tolist() == [True] + [False] * 5  # layer 1: only the empty row
+    assert st["nan"][1:].all()  # layer 2 on: everything
+    assert not st["mask"][0].any()
+    # torch.softmax does the same as the naive one on an all -inf row: NaN.
+    assert torch.isnan(torch.softmax(torch.full((3,), float("-inf")), -1)).all()
+    ex.controls["softmax"].value = "safe"
+    st = ex.state()
+    assert not st["nan"].any()
+    np.testing.assert_array_equal(st["weights"][0], 0.0)  # the empty row gets zero weights
+    ex.controls["padding"].value = 0
+    ex.controls["softmax"].value = "naive"
+    assert not ex.state()["nan"].any()  # no empty row, nothing to spread
+
+
+def test_masked_row_controls_change_the_picture():
+    ex = tw.masked_row_explorer()
+    changes_picture(ex, "softmax", "safe")
+    changes_picture(ex, "padding", 3)
+    changes_picture(ex, "layer", 4)
+    assert_blit_matches_full_draw(ex)
+
+
+# --------------------------------------------------------------------------- leaks
+
+
+def test_leak_influence_is_lower_triangular_exactly_for_causal_layers():
+    from transformer_lab.utils import LEAK_MODES
+    from transformer_lab.widgets.leaks import LAYERS
+
+    ex = tw.leak_explorer(seq_len=6)
+    for kind, mode in LAYERS.items():
+        leaks = LEAK_MODES[mode]
+        ex.controls["layer"].value = kind
+        inf = ex.state()["influence"]
+        upper = np.triu(np.ones((6, 6), bool), 1)
+        assert bool((inf[upper] > 0).any()) == leaks, kind
+        assert (np.diag(inf) > 0).any()  # an input always moves some output at or after it
+    ex.set(layer="mask after the softmax", token=5, size=0.001)
+    st = ex.state()
+    assert st["leaked"][:5].all() and st["moved"][:5].max() < 1e-3  # small, but exactly nonzero
+
+
+def test_leak_controls_change_the_picture():
+    ex = tw.leak_explorer()
+    changes_picture(ex, "layer", "no mask")
+    changes_picture(ex, "token", 2)
+    changes_picture(ex, "size", 0.01)
+    assert_blit_matches_full_draw(ex)

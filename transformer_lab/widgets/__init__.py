@@ -7,6 +7,20 @@
     positional_explorer   sinusoidal encodings: the table, similarity against offset, the clocks
     mask_explorer         causal and padding masks, combined, and the weights they leave
     sampling_explorer     temperature, top-k and top-p on a next-token distribution
+    equivariance_explorer shuffle the tokens: self-attention's outputs move with them
+    cost_explorer         the T^2 cost: measured time and counted multiply-adds as T and C grow
+    head_layout_explorer  split_heads / merge_heads drawn as blocks, and W_o mixing the heads
+    position_kinds_explorer  learned vs sinusoidal positions, adding vs concatenating them
+    rope_explorer         rotary encodings: rotating pairs, scores that depend only on the offset
+    cross_attention_explorer  queries from one sequence over another's keys, with padding
+    masked_row_explorer   a fully masked row: NaN spreading through layers with a naive softmax
+    leak_explorer         perturb a future token and see which outputs change
+
+Explorers whose idea is an exercise take the student's function as their first argument, e.g.
+``softmax_explorer(softmax)``: it runs on the same inputs as the reference at every slider step,
+its result is drawn beside the reference with the differing entries marked, a function that
+raises or returns the wrong shape gets one line instead of a traceback, and the exercise's check
+diagnosis is shown under the plot.
 
 Each call returns an ``ipywidgets`` widget (an :class:`~transformer_lab.widgets._common.Explorer`)
 with ``.controls`` (name -> control; set ``.value`` to drive it), ``.figure`` (the matplotlib
@@ -34,10 +48,18 @@ _EXPLORERS = {
     "softmax_explorer": "softmax",
     "scaling_explorer": "scaling",
     "attention_explorer": "attention_maps",
-    "heads_explorer": "attention_maps",
+    "heads_explorer": "head_patterns",
     "positional_explorer": "positional",
     "mask_explorer": "masks",
     "sampling_explorer": "sampling",
+    "equivariance_explorer": "equivariance",
+    "cost_explorer": "cost",
+    "head_layout_explorer": "head_layout",
+    "position_kinds_explorer": "position_kinds",
+    "rope_explorer": "rope",
+    "cross_attention_explorer": "cross_attention",
+    "masked_row_explorer": "masked_rows",
+    "leak_explorer": "leaks",
 }
 
 __all__ = [*_EXPLORERS, "GradingPlaceholder"]

@@ -1,9 +1,11 @@
-"""Attention-map explorers: one head's weights over a sentence, and many heads side by side.
+"""Attention-map explorer: one head's weights over a sentence (heads_explorer shares its helpers).
 
 The tokens get seeded random embeddings (a repeated word gets the same vector) and seeded random
 projections, so the patterns are not linguistic; they show the mechanics: every query row sums
 to one, identical tokens attend identically (no positions yet), a lower temperature or a missing
 1/sqrt(D) sharpens the rows, and H heads of width D = C / H each find their own pattern.
+Given the student's attention function, its weights get a heatmap of their own beside the
+reference, with the cells that differ painted red.
 """
 
 from __future__ import annotations
@@ -17,8 +19,8 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from transformer_lab.attention import SelfAttention, scaled_dot_product_attention
-from transformer_lab.heads import MultiHeadAttention
+from transformer_lab.attention import SelfAttention
+from transformer_lab.attention import scaled_dot_product_attention as reference_attention
 from transformer_lab.widgets._inputs import (
     check_embeddings,
     check_positive,
@@ -26,8 +28,9 @@ from transformer_lab.widgets._inputs import (
     seeded_embeddings,
 )
 from transformer_lab.widgets._placeholder import placeholder_if_grading
+from transformer_lab.widgets._student import Student, compare
 
-__all__ = ["attention_explorer", "heads_explorer"]
+__all__ = ["attention_explorer"]
 
 
 def _seeded_(linear: nn.Linear, gen: torch.Generator) -> None:
@@ -71,6 +74,9 @@ def _heatmap(
 
 
 def attention_explorer(
+    scaled_dot_product_attention: Any = None,
+    *,
+    self_attention: Any = None,
     tokens: str | Sequence[str] | None = None,
     embeddings: Tensor | None = None,
     attention: SelfAttention | None = None,
@@ -80,6 +86,10 @@ def attention_explorer(
     """A (T, S) attention heatmap, one query's weights and its output, with a score-scale slider.
 
     Args:
+        scaled_dot_product_attention: optional, your ``(q, k, v, mask=None) -> (out, weights)``,
+            run on the same q, k, v (the scale folded into q); its weights get a heatmap.
+        self_attention: optional instead, your ``self_attention(x, w_q, w_k, w_v) ->
+            (out, weights)``, run on the embeddings with the projections' weights.
         tokens: the sequence, a string split on spaces or a list (default "the cat sat on the mat").
         embeddings: optional (T, C) token vectors; default seeded random, one per distinct word.
         attention: optional module with ``q_proj``, ``k_proj``, ``v_proj`` (e.g. a
@@ -90,8 +100,21 @@ def attention_explorer(
         An Explorer with controls ``query`` (index t) and ``scale`` (the factor on q . k:
         1/sqrt(D) is standard, 1 unscaled, 1/D over-scaled); ``state()`` has ``weights`` (T, S),
         ``q``, ``k``, ``v`` (T, D), ``output`` (T, D) and ``factor`` (the scores are
-        ``q @ k.T * factor``). Under grading, a placeholder.
+        ``q @ k.T * factor``); with your function also ``yours`` (T, S) or None,
+        ``differs`` (T, S) bool, ``max_diff`` and ``error``. Under grading, a placeholder.
     """
+    if scaled_dot_product_attention is not None and self_attention is not None:
+        raise ValueError(
+            "pass either scaled_dot_product_attention or self_attention, but received both."
+        )
+    if self_attention is not None:
+        student = Student(self_attention, "self_attention", "self_attention")
+    else:
+        student = Student(
+            scaled_dot_product_attention,
+            "scaled_dot_product_attention",
+            "scaled_dot_product_attention",
+        )
     tokens, x = _inputs(tokens, embeddings, d_model, seed)
     C = x.shape[1]
     if attention is None:
@@ -119,7 +142,18 @@ def attention_explorer(
     T, D = q.shape
     positions = list(range(T))
 
-    fig, (ax_map, ax_row, ax_out) = ui.new_figure(3, figsize=(12, 3.6), width_ratios=[1, 1.1, 1.1])
+    if student:
+        fig, (ax_map, ax_yours, ax_row, ax_out) = ui.new_figure(
+            4, figsize=(14, 3.6), width_ratios=[1, 1, 1.1, 1.1]
+        )
+        im_yours = _heatmap(ax_yours, T, T, tokens, tokens)
+        ax_yours.set_ylabel("")
+        ax_yours.set_title(f"yours ({student.name}); red = differs")
+        overlay = ui.diff_overlay(ax_yours, (T, T))
+    else:
+        fig, (ax_map, ax_row, ax_out) = ui.new_figure(
+            3, figsize=(12, 3.6), width_ratios=[1, 1.1, 1.1]
+        )
     view = ui.FigureView(fig)
     im = _heatmap(ax_map, T, T, tokens, tokens)
     ax_map.set_title("weights (each row sums to 1)")
@@ -141,6 +175,12 @@ def attention_explorer(
     ax_out.set_xlabel("feature")
     ax_out.set_title("its output: Σ_s weight_s · v_s")
     view.animate(im, row_box, list(bars), labels, row_title, list(out_bars))
+    if student:
+        your_out = ax_out.scatter(range(D), np.zeros(D), marker="D", s=22, color=ui.GREEN, zorder=5)
+        view.animate(im_yours, overlay, your_out)
+    w_q, w_k, w_v = (
+        p.weight.detach().T for p in (attention.q_proj, attention.k_proj, attention.v_proj)
+    )
 
     controls = {
         "query": ui.widgets.Dropdown(
@@ -162,9 +202,7 @@ def attention_explorer(
         t = controls["query"].value
         factor = controls["scale"].value
         # scaled_dot_product_attention divides by sqrt(D) itself; fold the chosen factor into q.
-        out, weights = scaled_dot_product_attention(
-            q * (factor * math.sqrt(D)), k, v
-        )  # (T, D), (T, S)
+        out, weights = reference_attention(q * (factor * math.sqrt(D)), k, v)  # (T, D), (T, S)
         w = weights.numpy()
         im.set_data(w)
         row_box.set_y(t - 0.5)
@@ -174,12 +212,31 @@ def attention_explorer(
             text.set_text(f"{p:.2f}")
         row_title.set_text(f"query {t} '{tokens[t]}': its weights")
         ui.set_bar_heights(out_bars, out[t].numpy())
+        differs, max_diff, yours = np.zeros((T, T), bool), 0.0, None
+        if student:
+            boost = factor * math.sqrt(D)  # the same factor, folded into q (or W_q)
+            if self_attention is not None:
+                yours = student.call_pair(x, w_q * boost, w_k, w_v, shapes=((T, D), (T, T)))
+            else:
+                yours = student.call_pair(q * boost, k, v, shapes=((T, D), (T, T)))
+            if yours is not None:
+                differs, max_diff = compare(yours[1], weights)
+                out_differs, out_diff = compare(yours[0], out)
+                differs = differs | out_differs.any(axis=1)[:, None]
+                max_diff = max(max_diff, out_diff)
+                im_yours.set_data(yours[1].float().numpy())
+                your_out.set_offsets(np.c_[np.arange(D), yours[0][t].float().nan_to_num().numpy()])
+                your_out.set_color([ui.RED if d else ui.GREEN for d in out_differs[t]])
+            else:
+                im_yours.set_data(np.full((T, T), np.nan))
+            your_out.set_visible(yours is not None)
+            ui.set_diff(overlay, differs)
         best = int(w[t].argmax())
         readout = (
             f"query '{html.escape(tokens[t])}' puts {w[t, best]:.2f} of its weight on "
             f"'{html.escape(tokens[best])}'; scores = q·k × {factor:.3g} "
             f"(standard 1/√D = {1 / math.sqrt(D):.3g}, unscaled 1, over-scaled 1/D = {1 / D:.3g}; D = {D})."
-        )
+        ) + student.status(int(differs.sum()), max_diff, "cells (weights, or the row's output)")
         state = {
             "query": t,
             "factor": factor,
@@ -190,9 +247,18 @@ def attention_explorer(
             "output": out.numpy(),
             "tokens": list(tokens),
         }
+        if student:
+            state.update(
+                yours=None if yours is None else yours[1].float().numpy(),
+                differs=differs,
+                max_diff=max_diff,
+                error=student.error,
+            )
         return state, readout
 
-    return ui.Explorer("Attention weights over a sentence", controls, view, update)
+    return ui.Explorer(
+        "Attention weights over a sentence", controls, view, update, footer=student.footer()
+    )
 
 
 def _scale_options(D: int) -> list[tuple[str, float]]:
@@ -203,123 +269,3 @@ def _scale_options(D: int) -> list[tuple[str, float]]:
         set(special) | {g for g in grid if all(abs(math.log(g / s)) > 0.1 for s in special)}
     )
     return [(special.get(f, f"{f:.3g}"), f) for f in values]
-
-
-def heads_explorer(
-    tokens: str | Sequence[str] | None = None,
-    embeddings: Tensor | None = None,
-    d_model: int = 16,
-    n_heads: int = 4,
-    seed: int = 0,
-) -> Any:
-    """Every head's (T, S) pattern from ``MultiHeadAttention(need_weights=True)`` as H changes.
-
-    All values of H share the same W_q, W_k, W_v, W_o (C, C): head h of H uses columns
-    h*D .. (h+1)*D - 1 with D = C / H, so changing H re-slices the same projections.
-
-    Args:
-        tokens: the sequence (default "the cat sat on the mat").
-        embeddings: optional (T, C) token vectors; default seeded random.
-        d_model: width C of the default embeddings.
-        n_heads: initial number of heads H (must divide C).
-        seed: seed of the embeddings and projections.
-    Returns:
-        An Explorer with controls ``n_heads`` and ``head``; ``state()`` has ``weights``
-        (H, T, S), ``output`` (T, C) and ``attention`` (the MultiHeadAttention used).
-        Under grading, a placeholder.
-    """
-    tokens, x = _inputs(tokens, embeddings, d_model, seed)
-    C = x.shape[1]
-    divisors = [h for h in range(1, C + 1) if C % h == 0]
-    if n_heads not in divisors:
-        raise ValueError(
-            f"n_heads must divide the width C={C} (one of {divisors}), but received n_heads={n_heads}."
-        )
-    if (placeholder := placeholder_if_grading("heads_explorer")) is not None:
-        return placeholder
-
-    from transformer_lab.widgets import _common as ui
-
-    base = MultiHeadAttention(C, 1)
-    gen = torch.Generator().manual_seed(seed + 1)
-    for proj in (base.q_proj, base.k_proj, base.v_proj, base.out_proj):
-        _seeded_(proj, gen)
-    modules: dict[int, MultiHeadAttention] = {}
-
-    def module_for(H: int) -> MultiHeadAttention:
-        if H not in modules:
-            modules[H] = MultiHeadAttention(C, H)
-            modules[H].load_state_dict(base.state_dict())  # same matrices, sliced into H heads
-        return modules[H]
-
-    T = len(tokens)
-    fig, (ax_head, ax_all) = ui.new_figure(2, figsize=(11, 3.6), width_ratios=[1, 2.2])
-    view = ui.FigureView(fig)
-    im_head = _heatmap(ax_head, T, T, tokens, tokens)
-    head_title = ax_head.set_title(" ")
-    cmap = im_head.get_cmap().with_extremes(bad="white")  # NaN columns separate the heads
-    # The mosaic always spans x in [0, 1], whatever H, so changing H is still a cheap blit;
-    # its head labels are text artists rather than ticks for the same reason.
-    im_all = ax_all.imshow(
-        np.zeros((T, T)),
-        cmap=cmap,
-        vmin=0.0,
-        vmax=1.0,
-        aspect="auto",
-        interpolation="nearest",
-        extent=(0, 1, T - 0.5, -0.5),
-    )
-    ax_all.set_xlim(0, 1)
-    ax_all.set_xticks([])
-    ax_all.set_yticks(range(T), tokens)
-    ax_all.set_title("all heads, side by side (keys within each block)")
-    box = ui.Rectangle((0, -0.5), 1, T, fill=False, edgecolor=ui.ORANGE, lw=2.5)
-    ax_all.add_patch(box)
-    head_labels = [
-        ax_all.text(
-            0, -0.03, "", transform=ax_all.get_xaxis_transform(), ha="center", va="top", fontsize=9
-        )
-        for _ in range(C)
-    ]
-    view.animate(im_head, head_title, im_all, box, head_labels)
-
-    controls = {
-        "n_heads": ui.widgets.SelectionSlider(
-            options=divisors, value=n_heads, description="heads H", style=ui.STYLE
-        ),
-        "head": ui.widgets.IntSlider(
-            value=0, min=0, max=n_heads - 1, description="show head", style=ui.STYLE
-        ),
-    }
-
-    def update() -> tuple[dict[str, Any], str]:
-        H = controls["n_heads"].value
-        controls["head"].max = H - 1  # clamps the head index when H shrinks
-        h = controls["head"].value
-        mha = module_for(H)
-        with torch.no_grad():
-            out, weights = mha(x[None], need_weights=True)  # (1, T, C), (1, H, T, S)
-        w = weights[0].numpy()  # (H, T, S)
-        im_head.set_data(w[h])
-        head_title.set_text(f"head {h} of {H} (D = {C}/{H} = {C // H} features)")
-        # Mosaic: the H maps in a row with one NaN column between neighbours.
-        mosaic = np.full((T, H * (T + 1) - 1), np.nan)
-        for i in range(H):
-            mosaic[:, i * (T + 1) : i * (T + 1) + T] = w[i]
-        im_all.set_data(mosaic)
-        col = 1.0 / mosaic.shape[1]  # width of one key column in the mosaic's [0, 1] range
-        for i, label in enumerate(head_labels):
-            label.set_visible(i < H)
-            label.set_x((i * (T + 1) + T / 2) * col)
-            label.set_text(f"h{i}")
-        box.set_x(h * (T + 1) * col)
-        box.set_width(T * col)
-        n_params = sum(p.numel() for p in mha.parameters())
-        readout = (
-            f"H = {H} heads × D = {C // H} features = C = {C}; parameters: {n_params} for every H "
-            f"(4·C² + 4·C). Rows of every head sum to 1."
-        )
-        state = {"n_heads": H, "head": h, "weights": w, "output": out[0].numpy(), "attention": mha}
-        return state, readout
-
-    return ui.Explorer("Multi-head attention patterns", controls, view, update)

@@ -4,7 +4,8 @@
 
 Each pair of columns (2i, 2i+1) is a clock hand at angle t * theta_i: the first pairs spin fast,
 the last ones barely move, so together they tell positions apart like the hands of a clock. The
-dot product p_t . p_s = sum_i cos((t - s) theta_i) depends only on the offset t - s.
+dot product p_t . p_s = sum_i cos((t - s) theta_i) depends only on the offset t - s. Given the
+student's ``sinusoidal_encoding``, its table is drawn beside the reference, differing entries red.
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ from typing import Any
 
 import numpy as np
 
-from transformer_lab.positional import sinusoidal_encoding
+from transformer_lab.positional import sinusoidal_encoding as reference_encoding
 from transformer_lab.widgets._inputs import check_positive
 from transformer_lab.widgets._placeholder import placeholder_if_grading
+from transformer_lab.widgets._student import Student, compare
 
 __all__ = ["positional_explorer"]
 
@@ -34,11 +36,18 @@ def _short(x: float) -> str:
 
 
 def positional_explorer(
-    n_positions: int = 64, d_model: int = 32, base: float = 10000.0, position: int = 5
+    sinusoidal_encoding: Any = None,
+    *,
+    n_positions: int = 64,
+    d_model: int = 32,
+    base: float = 10000.0,
+    position: int = 5,
 ) -> Any:
     """Heatmap of sinusoidal encodings, similarity of position t to every other, and its clocks.
 
     Args:
+        sinusoidal_encoding: optional, your ``sinusoidal_encoding(n_positions, d_model,
+            base=10000.0)``; its (T, C) table is drawn beside the reference's.
         n_positions: number of positions T shown (2 to 512).
         d_model: initial width C (even, at most 256).
         base: initial wavelength base (10 to 100000; the paper uses 10000).
@@ -46,8 +55,11 @@ def positional_explorer(
     Returns:
         An Explorer with controls ``d_model``, ``base`` and ``position``; ``state()`` has ``pe``
         (T, C), ``similarity`` (T,) = PE @ p_t / (C / 2), ``pairs`` (the clock indices i shown)
-        and ``hands`` (n_clocks, 2) = (sin, cos) of t * theta_i. Under grading, a placeholder.
+        and ``hands`` (n_clocks, 2) = (sin, cos) of t * theta_i; with your function also
+        ``yours`` (T, C) or None, ``differs`` (T, C), ``max_diff`` and ``error``. Under grading,
+        a placeholder.
     """
+    student = Student(sinusoidal_encoding, "sinusoidal_encoding", "sinusoidal_encoding")
     check_positive("n_positions", n_positions)
     if not 2 <= n_positions <= 512:
         raise ValueError(
@@ -77,7 +89,14 @@ def positional_explorer(
     from transformer_lab.widgets import _common as ui
 
     T = n_positions
-    fig, (ax_pe, ax_sim, ax_clk) = ui.new_figure(3, figsize=(12, 3.6), width_ratios=[1.1, 1.1, 1.4])
+    if student:
+        fig, (ax_pe, ax_yours, ax_sim, ax_clk) = ui.new_figure(
+            4, figsize=(15, 3.6), width_ratios=[1.1, 1.1, 1.1, 1.4]
+        )
+    else:
+        fig, (ax_pe, ax_sim, ax_clk) = ui.new_figure(
+            3, figsize=(12, 3.6), width_ratios=[1.1, 1.1, 1.4]
+        )
     view = ui.FigureView(fig)
     # The table always fills a fixed box (columns stretched to the width), so changing C redraws cheaply.
     im = ax_pe.imshow(
@@ -95,6 +114,16 @@ def positional_explorer(
     ax_pe.set_ylabel("position t")
     ax_pe.set_title("PE[t, :]")
     row_line = ax_pe.axhline(position, color="black", lw=1.2)
+    if student:
+        im_yours = ax_yours.imshow(
+            np.zeros((T, 2)), cmap="RdBu_r", vmin=-1, vmax=1, aspect="auto",
+            interpolation="nearest", extent=(0, 1, T - 0.5, -0.5),
+        )  # fmt: skip
+        overlay = ui.diff_overlay(ax_yours, (T, 2), "black", extent=(0, 1, T - 0.5, -0.5))
+        ax_yours.set_xlim(0, 1)
+        ax_yours.set_xticks([0, 1], ["0", "C"])
+        ax_yours.set_title(f"yours ({student.name}); dark = differs")
+        view.animate(im_yours, overlay)
 
     (sim_line,) = ax_sim.plot(np.arange(T), np.zeros(T), color=ui.BLUE)
     sim_mark = ax_sim.axvline(position, color=ui.ORANGE, lw=1.5)
@@ -147,7 +176,8 @@ def positional_explorer(
 
     def update() -> tuple[dict[str, Any], str]:
         C, b, t = controls["d_model"].value, controls["base"].value, controls["position"].value
-        pe = sinusoidal_encoding(T, C, b).numpy()  # (T, C)
+        reference = reference_encoding(T, C, b)  # (T, C)
+        pe = reference.numpy()
         sim = pe @ pe[t] / (C / 2)  # (T,), 1 at s = t
         im.set_data(pe)
         row_line.set_ydata([t, t])
@@ -174,11 +204,17 @@ def positional_explorer(
             for (x0, y0), hx, hy in zip(centres, hand_xy[0], hand_xy[1])
         ]
         hands.set_segments(segments)
+        differs, max_diff, yours = np.zeros((T, C), bool), 0.0, None
+        if student:
+            yours = student.call(T, C, b, shape=(T, C))
+            differs, max_diff = compare(yours, reference)
+            im_yours.set_data(np.full((T, C), np.nan) if yours is None else yours.float().numpy())
+            ui.set_diff(overlay, differs)
         readout = (
             f"t = {t}, C = {C}, base = {b:.0f}: the fastest hand turns 1 rad per position, the slowest "
             f"{b ** (-(C - 2) / C):.2e} rad; longest wavelength 2π·base^((C-2)/C) = "
             f"{2 * math.pi * b ** ((C - 2) / C):.3g} positions."
-        )
+        ) + student.status(int(differs.sum()), max_diff, mark="dark")
         state = {
             "d_model": C,
             "base": b,
@@ -188,6 +224,15 @@ def positional_explorer(
             "pairs": pairs,
             "hands": np.stack(hand_xy, axis=1),  # (n_clocks, 2)
         }
+        if student:
+            state.update(
+                yours=None if yours is None else yours.float().numpy(),
+                differs=differs,
+                max_diff=max_diff,
+                error=student.error,
+            )
         return state, readout
 
-    return ui.Explorer("Sinusoidal positional encodings", controls, view, update)
+    return ui.Explorer(
+        "Sinusoidal positional encodings", controls, view, update, footer=student.footer()
+    )
