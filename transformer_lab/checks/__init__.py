@@ -43,6 +43,11 @@ Exercises and signatures:
     check_apply_rope                     apply_rope(x, base=10000.0) -> (..., T, D) rotated pairs (2i, 2i+1)
     check_future_leaks                   future_leaks(attend, T, C, seed=0) -> bool
     check_pad_and_truncate               pad_and_truncate(sequences, max_len, pad_id) -> (ids, lengths)
+    check_patchify                       patchify(images, patch_size) -> (B, N, C*P*P)
+    check_linear_to_conv                 linear_to_conv(linear, patch_size, n_channels) -> nn.Conv2d
+    check_vit_embed                      vit_embed(images, patch_size, w_e, b_e, cls_token, pos) -> (B, N+1, C)
+    check_sinusoidal_2d                  sinusoidal_2d(grid_h, grid_w, d_model, base=10000.0) -> (N, C)
+    check_attention_rollout              attention_rollout(attentions) -> (B, T, T)
 """
 
 from transformer_lab.checks import _core, _integrity
@@ -51,6 +56,7 @@ from transformer_lab.checks import blocks as _blocks_checks
 from transformer_lab.checks import heads as _heads_checks
 from transformer_lab.checks import masks as _masks_checks
 from transformer_lab.checks import positional as _positional_checks
+from transformer_lab.checks import vit as _vit_checks
 from transformer_lab.checks.attention import (
     check_cross_attention,
     check_scaled_dot_product_attention,
@@ -77,6 +83,13 @@ from transformer_lab.checks.positional import (
     check_shift_matrix,
     check_sinusoidal_encoding,
 )
+from transformer_lab.checks.vit import (
+    check_attention_rollout,
+    check_linear_to_conv,
+    check_patchify,
+    check_sinusoidal_2d,
+    check_vit_embed,
+)
 
 __all__ = [
     "check_softmax",
@@ -97,6 +110,11 @@ __all__ = [
     "check_apply_rope",
     "check_future_leaks",
     "check_pad_and_truncate",
+    "check_patchify",
+    "check_linear_to_conv",
+    "check_vit_embed",
+    "check_sinusoidal_2d",
+    "check_attention_rollout",
     "verify_integrity",
 ]
 
@@ -115,6 +133,7 @@ for _module in (
     _masks_checks,
     _positional_checks,
     _blocks_checks,
+    _vit_checks,
     _integrity,
 ):
     _integrity.seal(_module.__name__)

@@ -86,6 +86,8 @@ def _clone(value: Any) -> Any:
 def _same_value(a: Any, b: Any) -> bool:
     if TRUSTED.is_tensor(a) and TRUSTED.is_tensor(b):
         return a.shape == b.shape and a.dtype == b.dtype and TRUSTED.equal(a, b)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):  # e.g. a list of layers
+        return len(a) == len(b) and all(_same_value(x, y) for x, y in zip(a, b))
     return True
 
 

@@ -7,6 +7,9 @@
     positional_explorer   sinusoidal encodings: the table, similarity against offset, the clocks
     mask_explorer         causal and padding masks, combined, and the weights they leave
     sampling_explorer     temperature, top-k and top-p on a next-token distribution
+    patches_explorer      an image cut into P x P patches: the sequence a ViT reads, and its cost
+    vit_attention_explorer  where a trained ViT's [CLS] looks, per layer and head, and rollout
+    confusion_explorer    a classifier's confusion matrix and its misclassified digits
 
 Each call returns an ``ipywidgets`` widget (an :class:`~transformer_lab.widgets._common.Explorer`)
 with ``.controls`` (name -> control; set ``.value`` to drive it), ``.figure`` (the matplotlib
@@ -38,6 +41,9 @@ _EXPLORERS = {
     "positional_explorer": "positional",
     "mask_explorer": "masks",
     "sampling_explorer": "sampling",
+    "patches_explorer": "vit",
+    "vit_attention_explorer": "vit",
+    "confusion_explorer": "vit",
 }
 
 __all__ = [*_EXPLORERS, "GradingPlaceholder"]
