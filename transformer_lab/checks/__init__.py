@@ -55,8 +55,10 @@ from transformer_lab.checks import attention as _attention_checks
 from transformer_lab.checks import blocks as _blocks_checks
 from transformer_lab.checks import heads as _heads_checks
 from transformer_lab.checks import masks as _masks_checks
+from transformer_lab.checks import patches as _patches_checks
 from transformer_lab.checks import positional as _positional_checks
-from transformer_lab.checks import vit as _vit_checks
+from transformer_lab.checks import rollout as _rollout_checks
+from transformer_lab.checks import vit_input as _vit_input_checks
 from transformer_lab.checks.attention import (
     check_cross_attention,
     check_scaled_dot_product_attention,
@@ -77,19 +79,15 @@ from transformer_lab.checks.masks import (
     check_pad_and_truncate,
     check_padding_mask,
 )
+from transformer_lab.checks.patches import check_linear_to_conv, check_patchify
 from transformer_lab.checks.positional import (
     check_apply_rope,
     check_offset_dot_product,
     check_shift_matrix,
     check_sinusoidal_encoding,
 )
-from transformer_lab.checks.vit import (
-    check_attention_rollout,
-    check_linear_to_conv,
-    check_patchify,
-    check_sinusoidal_2d,
-    check_vit_embed,
-)
+from transformer_lab.checks.rollout import check_attention_rollout
+from transformer_lab.checks.vit_input import check_sinusoidal_2d, check_vit_embed
 
 __all__ = [
     "check_softmax",
@@ -133,7 +131,9 @@ for _module in (
     _masks_checks,
     _positional_checks,
     _blocks_checks,
-    _vit_checks,
+    _patches_checks,
+    _vit_input_checks,
+    _rollout_checks,
     _integrity,
 ):
     _integrity.seal(_module.__name__)
