@@ -65,7 +65,7 @@ def test_patches_explorer_marks_a_students_wrong_patches():
 @pytest.fixture(scope="module")
 def small_vit():
     torch.manual_seed(0)
-    return ViT(ViTConfig.tiny(patch_size=2, n_layer=2, dropout=0.0)).eval()
+    return ViT(ViTConfig.tiny(patch_size=2, n_layers=2, dropout=0.0)).eval()
 
 
 def test_attention_explorer_moves_with_layer_head_image_and_rollout(small_vit):
