@@ -53,7 +53,7 @@ def main() -> None:
     parser = base_parser(__doc__.splitlines()[0])
     parser.add_argument("--lengths", type=int, nargs="+", default=[512, 1024, 2048, 4096, 8192])
     parser.add_argument("--d-head", type=int, default=64)
-    parser.add_argument("--block-size", type=int, default=256)
+    parser.add_argument("--block-size", type=int, default=128)
     parser.add_argument("--measure", nargs=2, metavar=("PATH", "T"), help=argparse_hidden)
     args = parser.parse_args()
     if args.measure:
