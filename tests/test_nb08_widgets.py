@@ -31,7 +31,9 @@ def _moves(explorer, name, value) -> None:
     before = explorer.image.value
     explorer.controls[name].value = value
     after = explorer.image.value
-    assert np.abs(_pixels(after) - _pixels(before)).max() > 50, f"{name}={value!r} changed nothing visible"
+    assert np.abs(_pixels(after) - _pixels(before)).max() > 50, (
+        f"{name}={value!r} changed nothing visible"
+    )
 
 
 def _column_major(images, P):

@@ -48,6 +48,11 @@ Exercises and signatures:
     check_vit_embed                      vit_embed(images, patch_size, w_e, b_e, cls_token, pos) -> (B, N+1, C)
     check_sinusoidal_2d                  sinusoidal_2d(grid_h, grid_w, d_model, base=10000.0) -> (N, C)
     check_attention_rollout              attention_rollout(attentions) -> (B, T, T)
+    check_merge_softmax_stats            merge_softmax_stats(m1, l1, o1, m2, l2, o2) -> (m, l, o)
+    check_tiled_attention                tiled_attention(q, k, v, block_size, mask=None) -> (..., T, Dv)
+    check_grouped_query_attention        grouped_query_attention(q, k, v) -> (B, H, T, D)
+    check_kv_cache_bytes                 kv_cache_bytes(n_layers, n_kv_heads, d_head, seq_len, batch=1, bytes_per_value=2)
+    check_sliding_window_mask            sliding_window_mask(T, window) -> (T, T) bool
 """
 
 from transformer_lab.checks import _core, _integrity
@@ -57,7 +62,9 @@ from transformer_lab.checks import heads as _heads_checks
 from transformer_lab.checks import masks as _masks_checks
 from transformer_lab.checks import patches as _patches_checks
 from transformer_lab.checks import positional as _positional_checks
+from transformer_lab.checks import long_context as _long_context_checks
 from transformer_lab.checks import rollout as _rollout_checks
+from transformer_lab.checks import tiled as _tiled_checks
 from transformer_lab.checks import vit_input as _vit_input_checks
 from transformer_lab.checks.attention import (
     check_cross_attention,
@@ -86,7 +93,13 @@ from transformer_lab.checks.positional import (
     check_shift_matrix,
     check_sinusoidal_encoding,
 )
+from transformer_lab.checks.long_context import (
+    check_grouped_query_attention,
+    check_kv_cache_bytes,
+    check_sliding_window_mask,
+)
 from transformer_lab.checks.rollout import check_attention_rollout
+from transformer_lab.checks.tiled import check_merge_softmax_stats, check_tiled_attention
 from transformer_lab.checks.vit_input import check_sinusoidal_2d, check_vit_embed
 
 __all__ = [
@@ -113,6 +126,11 @@ __all__ = [
     "check_vit_embed",
     "check_sinusoidal_2d",
     "check_attention_rollout",
+    "check_merge_softmax_stats",
+    "check_tiled_attention",
+    "check_grouped_query_attention",
+    "check_kv_cache_bytes",
+    "check_sliding_window_mask",
     "verify_integrity",
 ]
 
@@ -134,6 +152,8 @@ for _module in (
     _patches_checks,
     _vit_input_checks,
     _rollout_checks,
+    _tiled_checks,
+    _long_context_checks,
     _integrity,
 ):
     _integrity.seal(_module.__name__)
