@@ -10,6 +10,9 @@
     patches_explorer      an image cut into P x P patches: the sequence a ViT reads, and its cost
     vit_attention_explorer  where a trained ViT's [CLS] looks, per layer and head, and rollout
     confusion_explorer    a classifier's confusion matrix and its misclassified digits
+    online_softmax_explorer  the online softmax block by block: running max, sum and output
+    attention_cost_explorer  memory and time of attention as T grows, naive vs tiled
+    receptive_field_explorer how far a sliding window sees through stacked layers
 
 Each call returns an ``ipywidgets`` widget (an :class:`~transformer_lab.widgets._common.Explorer`)
 with ``.controls`` (name -> control; set ``.value`` to drive it), ``.figure`` (the matplotlib
@@ -44,6 +47,9 @@ _EXPLORERS = {
     "patches_explorer": "vit",
     "vit_attention_explorer": "vit",
     "confusion_explorer": "vit",
+    "online_softmax_explorer": "scale",
+    "attention_cost_explorer": "scale",
+    "receptive_field_explorer": "scale",
 }
 
 __all__ = [*_EXPLORERS, "GradingPlaceholder"]
