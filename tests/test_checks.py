@@ -23,9 +23,10 @@ from transformer_lab import attention, blocks, checks, heads, masks, positional
 # ---------------------------------------------------------------------------------------------
 # Correct student implementations (written from scratch, not the package's code).
 def good_softmax(x, dim=-1):
-    shifted = x - x.amax(dim=dim, keepdim=True)
+    m = x.amax(dim=dim, keepdim=True)
+    shifted = x - torch.where(torch.isinf(m), torch.zeros_like(m), m)  # all -inf slice: zeros
     e = torch.exp(shifted)
-    return e / e.sum(dim=dim, keepdim=True)
+    return e / e.sum(dim=dim, keepdim=True).clamp_min(1e-30)
 
 
 def good_sdpa(q, k, v, mask=None):
@@ -38,6 +39,8 @@ def good_sdpa(q, k, v, mask=None):
 
 def good_split(x, n_heads):
     B, T, C = x.shape
+    if C % n_heads:
+        raise ValueError(f"C={C} is not divisible by n_heads={n_heads}")
     return x.view(B, T, n_heads, C // n_heads).transpose(1, 2)
 
 
@@ -57,6 +60,8 @@ def good_mha(x_q, x_kv, w_q, w_k, w_v, w_o, n_heads, mask=None):
 
 
 def good_pe(n_positions, d_model, base=10000.0):
+    if d_model % 2:
+        raise ValueError(f"d_model={d_model} is odd")
     t = torch.arange(n_positions, dtype=torch.float32)[:, None]
     two_i = torch.arange(0, d_model, 2, dtype=torch.float32)
     angles = t / base ** (two_i / d_model)
@@ -120,6 +125,8 @@ def good_offset_dot_product(k, d_model, base=10000.0):
 
 def good_apply_rope(x, base=10000.0, _positions=None, _theta_fn=_theta, _sign=1.0):
     T, D = x.shape[-2:]
+    if D % 2:
+        raise ValueError(f"D={D} is odd")
     t = torch.arange(T, dtype=torch.float64) if _positions is None else _positions(T)
     angles = _sign * t[:, None] * _theta_fn(D, base)[None, :]  # (T, D/2)
     cos, sin = angles.cos().float(), angles.sin().float()
@@ -159,12 +166,10 @@ GOOD = [
     ),  # the package's reference passes its own check... see below
     (checks.check_scaled_dot_product_attention, good_sdpa),
     (checks.check_self_attention, good_self_attention),
-    (checks.check_self_attention, lambda x, wq, wk, wv: good_self_attention(x, wq, wk, wv)[0]),
     (checks.check_cross_attention, good_cross_attention),
     (checks.check_split_heads, good_split),
     (checks.check_merge_heads, good_merge),
     (checks.check_multi_head_attention, good_mha),
-    (checks.check_multi_head_attention, lambda *a, **k: good_mha(*a, **k)[0]),
     (checks.check_sinusoidal_encoding, good_pe),
     (checks.check_causal_mask, good_causal),
     (checks.check_padding_mask, good_padding),
@@ -432,6 +437,17 @@ def bug_merge_reshape(x):
     return x.reshape(B, T, H * D)
 
 
+def _with_weights(bug):
+    """The old mistakes returned only `out`; the exercise returns (out, weights)."""
+
+    def fn(*args, **kwargs):
+        out = bug(*args, **kwargs)
+        return (out, good_mha(*args, **kwargs)[1]) if torch.is_tensor(out) else out
+
+    fn.__name__ = bug.__name__
+    return fn
+
+
 def bug_mha_no_out_proj(x_q, x_kv, w_q, w_k, w_v, w_o, n_heads, mask=None):
     q, k, v = (
         good_split(x_q @ w_q, n_heads),
@@ -680,15 +696,19 @@ CATALOGUE = [
     (checks.check_split_heads, bug_split_interleaved, "contiguous slice"),
     (checks.check_split_heads, bug_split_no_transpose, "transpose(1, 2)"),
     (checks.check_merge_heads, bug_merge_reshape, "reshape but no transpose"),
-    (checks.check_multi_head_attention, bug_mha_no_out_proj, "output projection is missing"),
     (
         checks.check_multi_head_attention,
-        bug_mha_split_reshape,
+        _with_weights(bug_mha_no_out_proj),
+        "output projection is missing",
+    ),
+    (
+        checks.check_multi_head_attention,
+        _with_weights(bug_mha_split_reshape),
         "split with a reshape but no transpose",
     ),
-    (checks.check_multi_head_attention, bug_mha_scale_C, "instead of sqrt(D)"),
-    (checks.check_multi_head_attention, bug_mha_kv_from_q, "x_kv"),
-    (checks.check_multi_head_attention, bug_mha_column_vectors, "row vectors"),
+    (checks.check_multi_head_attention, _with_weights(bug_mha_scale_C), "instead of sqrt(D)"),
+    (checks.check_multi_head_attention, _with_weights(bug_mha_kv_from_q), "x_kv"),
+    (checks.check_multi_head_attention, _with_weights(bug_mha_column_vectors), "row vectors"),
     (checks.check_self_attention_macs, bug_macs_projections_only, "counted the projections only"),
     (checks.check_self_attention_macs, bug_macs_one_product, "Only one of the two T x T products"),
     (checks.check_self_attention_macs, bug_macs_no_projections, "three projections X W"),
@@ -702,8 +722,8 @@ CATALOGUE = [
     ),
     (checks.check_to_torch_mha, bug_to_torch_order, "queries, then keys, then values"),
     (checks.check_to_torch_mha, bug_to_torch_training, ".eval()"),
-    (checks.check_shift_matrix, bug_shift_transposed, "Your matrix is the transpose"),
-    (checks.check_shift_matrix, bug_shift_wrong_shape, "should have shape (8, 8)"),
+    (checks.check_shift_matrix, bug_shift_transposed, "is the transpose"),
+    (checks.check_shift_matrix, bug_shift_wrong_shape, "should have shape (16, 16)"),
     (checks.check_offset_dot_product, bug_offset_all_columns, "twice the dot product"),
     (checks.check_offset_dot_product, bug_offset_scalar, "one value per offset"),
     (checks.check_apply_rope, bug_rope_wrong_way, "rotated the wrong way"),
@@ -722,7 +742,7 @@ CATALOGUE = [
     (checks.check_pad_and_truncate, bug_pad_left, "padded on the left"),
     (checks.check_pad_and_truncate, bug_pad_lengths_before_truncation, "(after truncation)"),
     (checks.check_pad_and_truncate, bug_pad_float_ids, "ids must be a torch.long tensor"),
-    (checks.check_pad_and_truncate, bug_pad_no_validation, "max_len=0 should raise a ValueError"),
+    (checks.check_pad_and_truncate, bug_pad_no_validation, "should raise ValueError"),
 ]
 
 

@@ -13,10 +13,25 @@ Usage in a notebook::
 Each ``check_<exercise>(student_fn, hidden=False)`` runs the student's function on several
 seeded cases and edge cases, compares it with the package's reference computed in the same
 process on the same inputs, and either prints one line (``✓ check_softmax passed: 9 cases.``)
-or raises ``AssertionError`` whose message names the most likely mistake (softmax over the
-wrong dimension, missing sqrt(d) scaling, mask applied after the softmax, ...). A function
-that raises, returns None (untouched ``raise NotImplementedError``) or the wrong shape or
-dtype gets a clear message too.
+or raises :class:`CheckFailed` (an ``AssertionError``) with one short message that names the
+most likely mistake (softmax over the wrong dimension, missing sqrt(d) scaling, mask applied
+after the softmax, ...). IPython shows the student's line and that message, without the checks'
+frames. A function that raises, returns None (untouched ``raise NotImplementedError``), the
+wrong tuple, shape, dtype or device, or changes its inputs gets a clear message too.
+
+The diagnosis combines each exercise's catalogue of known mistakes with generic evidence that
+holds for any tensor exercise (transposed axes, a constant factor such as sqrt(D), an ignored
+argument, right for the first batch element only, wrong only on fully masked rows, shifted by
+one, ...): see :mod:`transformer_lab.checks._diagnose`.
+
+For explorers and tools, the verdict as data (never raises for the student's code)::
+
+    checks.diagnose(exercise, student_fn, case=None) -> checks.Diagnosis | None
+        exercise: a key of checks.EXERCISES ("softmax", "scaled_dot_product_attention", ...)
+        case: None (run the instant check), or the inputs of one call: a tuple of positional
+              arguments or {"args": (...), "kwargs": {...}}
+        Diagnosis(message, named, case, student, reference): the check's verdict, whether it
+              names a mistake, and the outputs of the failing case (or of `case`).
 
 While the student's function runs, the reference for the graded thing is disabled (a call,
 even under another name, fails the check), and every check first verifies that nothing it
@@ -27,11 +42,12 @@ Exercises and signatures:
 
     check_softmax                        softmax(x, dim=-1)
     check_scaled_dot_product_attention   scaled_dot_product_attention(q, k, v, mask=None) -> (out, weights)
-    check_self_attention                 self_attention(x, w_q, w_k, w_v) -> out | (out, weights)
-    check_cross_attention                cross_attention(x_q, x_kv, w_q, w_k, w_v, mask=None) -> out | (out, weights)
+    check_self_attention                 self_attention(x, w_q, w_k, w_v) -> (out, weights)
+    check_cross_attention                cross_attention(x_q, x_kv, w_q, w_k, w_v, mask=None) -> (out, weights)
     check_split_heads                    split_heads(x, n_heads): (B, T, C) -> (B, H, T, D)
     check_merge_heads                    merge_heads(x): (B, H, T, D) -> (B, T, C)
     check_multi_head_attention           multi_head_attention(x_q, x_kv, w_q, w_k, w_v, w_o, n_heads, mask=None)
+                                             -> (out, weights)
     check_sinusoidal_encoding            sinusoidal_encoding(n_positions, d_model, base=10000.0) -> (T, C)
     check_causal_mask                    causal_mask(T) -> (T, T) bool, True = may attend
     check_padding_mask                   padding_mask(lengths, S) -> (B, 1, 1, S) bool
@@ -55,30 +71,41 @@ Exercises and signatures:
     check_sliding_window_mask            sliding_window_mask(T, window) -> (T, T) bool
 """
 
-from transformer_lab.checks import _core, _integrity
+from transformer_lab import attention as _attention_ref
+from transformer_lab import heads as _heads_ref
+from transformer_lab import masks as _masks_ref
+from transformer_lab import positional as _positional_ref
+from transformer_lab.checks import _api, _core, _diagnose, _integrity
 from transformer_lab.checks import attention as _attention_checks
 from transformer_lab.checks import blocks as _blocks_checks
+from transformer_lab.checks import cost as _cost_checks
 from transformer_lab.checks import heads as _heads_checks
+from transformer_lab.checks import long_context as _long_context_checks
 from transformer_lab.checks import masks as _masks_checks
 from transformer_lab.checks import patches as _patches_checks
 from transformer_lab.checks import positional as _positional_checks
-from transformer_lab.checks import long_context as _long_context_checks
+from transformer_lab.checks import projections as _projection_checks
 from transformer_lab.checks import rollout as _rollout_checks
+from transformer_lab.checks import rope as _rope_checks
+from transformer_lab.checks import softmax as _softmax_checks
 from transformer_lab.checks import tiled as _tiled_checks
 from transformer_lab.checks import vit_input as _vit_input_checks
-from transformer_lab.checks.attention import (
-    check_cross_attention,
-    check_scaled_dot_product_attention,
-    check_self_attention,
-    check_self_attention_macs,
-    check_softmax,
-)
+from transformer_lab.checks._api import EXERCISES, diagnose
+from transformer_lab.checks._core import CheckFailed
+from transformer_lab.checks._diagnose import Diagnosis
+from transformer_lab.checks.attention import check_scaled_dot_product_attention
 from transformer_lab.checks.blocks import check_layer_norm
+from transformer_lab.checks.cost import check_self_attention_macs
 from transformer_lab.checks.heads import (
     check_merge_heads,
     check_multi_head_attention,
     check_split_heads,
     check_to_torch_mha,
+)
+from transformer_lab.checks.long_context import (
+    check_grouped_query_attention,
+    check_kv_cache_bytes,
+    check_sliding_window_mask,
 )
 from transformer_lab.checks.masks import (
     check_causal_mask,
@@ -88,17 +115,14 @@ from transformer_lab.checks.masks import (
 )
 from transformer_lab.checks.patches import check_linear_to_conv, check_patchify
 from transformer_lab.checks.positional import (
-    check_apply_rope,
     check_offset_dot_product,
     check_shift_matrix,
     check_sinusoidal_encoding,
 )
-from transformer_lab.checks.long_context import (
-    check_grouped_query_attention,
-    check_kv_cache_bytes,
-    check_sliding_window_mask,
-)
+from transformer_lab.checks.projections import check_cross_attention, check_self_attention
 from transformer_lab.checks.rollout import check_attention_rollout
+from transformer_lab.checks.rope import check_apply_rope
+from transformer_lab.checks.softmax import check_softmax
 from transformer_lab.checks.tiled import check_merge_softmax_stats, check_tiled_attention
 from transformer_lab.checks.vit_input import check_sinusoidal_2d, check_vit_embed
 
@@ -132,6 +156,10 @@ __all__ = [
     "check_kv_cache_bytes",
     "check_sliding_window_mask",
     "verify_integrity",
+    "diagnose",
+    "Diagnosis",
+    "CheckFailed",
+    "EXERCISES",
 ]
 
 
@@ -140,14 +168,57 @@ def verify_integrity() -> None:
     _integrity.verify("verify_integrity")
 
 
+def _mha_reference(x_q, x_kv, w_q, w_k, w_v, w_o, n_heads, mask=None):
+    split = _heads_ref.split_heads
+    q, k, v = split(x_q @ w_q, n_heads), split(x_kv @ w_k, n_heads), split(x_kv @ w_v, n_heads)
+    out, weights = _attention_ref.scaled_dot_product_attention(q, k, v, mask)  # (B, H, T, D)
+    return _heads_ref.merge_heads(out) @ w_o, weights
+
+
+def _rope_reference(x, base=10000.0):
+    return _positional_ref.RotaryEmbedding(x.shape[-1], base)(x)
+
+
+_sdpa = _attention_ref.scaled_dot_product_attention
+for _name, _check, _reference in (
+    ("softmax", check_softmax, _attention_ref.softmax),
+    ("scaled_dot_product_attention", check_scaled_dot_product_attention, _sdpa),
+    ("self_attention", check_self_attention, lambda x, wq, wk, wv: _sdpa(x @ wq, x @ wk, x @ wv)),
+    (
+        "cross_attention",
+        check_cross_attention,
+        lambda xq, xkv, wq, wk, wv, mask=None: _sdpa(xq @ wq, xkv @ wk, xkv @ wv, mask),
+    ),
+    ("self_attention_macs", check_self_attention_macs, None),
+    ("split_heads", check_split_heads, _heads_ref.split_heads),
+    ("merge_heads", check_merge_heads, _heads_ref.merge_heads),
+    ("multi_head_attention", check_multi_head_attention, _mha_reference),
+    ("to_torch_mha", check_to_torch_mha, None),
+    ("sinusoidal_encoding", check_sinusoidal_encoding, _positional_ref.sinusoidal_encoding),
+    ("shift_matrix", check_shift_matrix, _positional_ref.sinusoidal_shift_matrix),
+    ("offset_dot_product", check_offset_dot_product, _api.offset_dot_product_reference),
+    ("apply_rope", check_apply_rope, _rope_reference),
+    ("causal_mask", check_causal_mask, _masks_ref.causal_mask),
+    ("padding_mask", check_padding_mask, _masks_ref.padding_mask_from_lengths),
+    ("future_leaks", check_future_leaks, None),
+    ("pad_and_truncate", check_pad_and_truncate, None),
+    ("layer_norm", check_layer_norm, None),
+):
+    _api.register(_name, _check, _reference)
+del _name, _check, _reference
+
 # Snapshot what the checks trust, then make every checks module read-only.
 _integrity.take_snapshot()
 for _module in (
     _core,
     _attention_checks,
+    _softmax_checks,
+    _projection_checks,
+    _cost_checks,
     _heads_checks,
     _masks_checks,
     _positional_checks,
+    _rope_checks,
     _blocks_checks,
     _patches_checks,
     _vit_input_checks,
@@ -155,6 +226,8 @@ for _module in (
     _tiled_checks,
     _long_context_checks,
     _integrity,
+    _diagnose,
+    _api,
 ):
     _integrity.seal(_module.__name__)
 del _module

@@ -3,8 +3,9 @@
 Student-facing signatures (row vectors, weights without bias):
 
     split_heads(x, n_heads)   (B, T, C) -> (B, H, T, D)
+    split_heads raises ValueError naming C and n_heads when C % n_heads != 0
     merge_heads(x)            (B, H, T, D) -> (B, T, C)
-    multi_head_attention(x_q, x_kv, w_q, w_k, w_v, w_o, n_heads, mask=None) -> out or (out, weights)
+    multi_head_attention(x_q, x_kv, w_q, w_k, w_v, w_o, n_heads, mask=None) -> (out, weights)
         x_q (B, T, C), x_kv (B, S, C), every w (C, C); Q = x_q @ w_q, ...; out (B, T, C)
     to_torch_mha(w_q, w_k, w_v, w_o, n_heads) -> nn.MultiheadAttention(C, H, bias=False, batch_first=True), eval()
 """
@@ -20,7 +21,7 @@ from torch import Tensor, nn
 from transformer_lab import heads as _ref
 from transformer_lab.checks._core import Case, Mistake, Runner, describe_args, generator
 from transformer_lab.checks._integrity import TRUSTED, Forbidden, verify
-from transformer_lab.checks.attention import _optional_weights, _signature_hint
+from transformer_lab.checks.softmax import signature_hint as _signature_hint
 
 __all__ = [
     "check_split_heads",
@@ -81,17 +82,43 @@ def check_split_heads(split_heads, hidden: bool = False) -> None:
         def hint(got: tuple, B=B, T=T, H=H, C=C) -> str | None:
             if got == (B, T, H, C // H):
                 return "that is (B, T, H, D): transpose(1, 2) to put the heads before the positions"
+            if len(got) == 4 and got[1] != H and got[0] == B and got[2] == T:
+                return f"your tensor has {got[1]} heads, but n_heads={H}: use the n_heads argument"
             return None
 
         out = run.expect_tensor(
-            run.call(case), case, expected.shape, expected.dtype, shape_hint=hint
+            run.call(case), case, expected.shape, expected.dtype, shape_hint=hint, expected=expected
         )
         if not run.close(out, expected, 0.0, 0.0):
-            run.fail(
-                run.diagnose(out, _split_mistakes(x, H), 0.0, 0.0) or run.mismatch(out, expected),
-                case,
-            )
+            case.data["axes"] = ("batch element", "head", "position", "feature")
+            run.explain(out, expected, case, _split_mistakes(x, H), 0.0, 0.0)
+    x = torch.randn(2, 5, 12, generator=generator(1))
+    for C, H in ((12, 5),) + (((12, 8), (10, 4)) if hidden else ()):
+        x = torch.randn(2, 3, C, generator=generator(C + H))
+        case = Case(f"C={C}, n_heads={H}", (x, H), {}, describe_args(x=x, n_heads=H))
+        run.expect_raises(
+            case, ValueError, f"C={C} is not divisible by n_heads={H}: this", (str(C), str(H))
+        )
     run.passed()
+
+
+def _merge_hint(got: tuple, B: int, H: int, T: int, D: int) -> str:
+    if got == (B, H * T, D):
+        return "that is (B, H * T, D): concatenate the heads along the features (the last dim)"
+    if got == (B, T, H, D):
+        return "that is (B, T, H, D): reshape it to (B, T, H * D)"
+    if got == (B, T, D):
+        return "you summed (or averaged) the heads; concatenate them: (B, T, H * D)"
+    return "the result is (B, T, H * D)"
+
+
+def _merge_error_hint(exc: BaseException, case: Case) -> str:
+    if "view size is not compatible" in str(exc):
+        return (
+            "after a transpose the tensor is not contiguous: use .reshape(...) (or "
+            ".contiguous().view(...))"
+        )
+    return _signature_hint(exc, "merge_heads(x)")
 
 
 def check_merge_heads(merge_heads, hidden: bool = False) -> None:
@@ -103,7 +130,7 @@ def check_merge_heads(merge_heads, hidden: bool = False) -> None:
         merge_heads,
         forbidden,
         hidden,
-        lambda e, c: _signature_hint(e, "merge_heads(x)"),
+        _merge_error_hint,
     )
     for case in _split_cases(hidden):
         x = case.data["expected"].contiguous()  # (B, H, T, D): merging must give back the original
@@ -115,7 +142,8 @@ def check_merge_heads(merge_heads, hidden: bool = False) -> None:
             merge_case,
             expected.shape,
             expected.dtype,
-            shape_hint=lambda got: "the result is (B, T, H * D)",
+            shape_hint=lambda got, B=B, H=H, T=T, D=D: _merge_hint(got, B, H, T, D),
+            expected=expected,
         )
         if not run.close(out, expected, 0.0, 0.0):
             mistakes = [
@@ -125,13 +153,17 @@ def check_merge_heads(merge_heads, hidden: bool = False) -> None:
                     lambda: x.reshape(B, T, H * D),
                 ),
                 Mistake(
-                    "the features are interleaved across heads: transpose to (B, T, H, D) and then reshape",
+                    "the features are interleaved across heads: transpose to (B, T, H, D) and "
+                    "then reshape",
                     lambda: x.permute(0, 2, 3, 1).reshape(B, T, H * D),
                 ),
+                Mistake(
+                    "the heads are concatenated in reverse order: head 0 comes first, in "
+                    "features 0 .. D - 1",
+                    lambda: torch.cat(list(reversed(x.unbind(1))), dim=-1),
+                ),
             ]
-            run.fail(
-                run.diagnose(out, mistakes, 0.0, 0.0) or run.mismatch(out, expected), merge_case
-            )
+            run.explain(out, expected, merge_case, mistakes, 0.0, 0.0)
     run.passed()
 
 
@@ -153,6 +185,7 @@ def _mha(
     scale="D",
     kv_from_q=False,
     use_mask=True,
+    wo_per_head=False,
 ):
     """Functional multi-head attention with exactly one deliberate mistake switched on."""
     if transpose_w:
@@ -168,11 +201,15 @@ def _mha(
         return t.view(B, L, H, D).transpose(1, 2)  # (B, H, L, D)
 
     q, k, v = sp(q, T), sp(k, S), sp(v, S)
-    scores = q @ k.transpose(-2, -1) / math.sqrt(D if scale == "D" else C)  # (B, H, T, S)
+    root = {"D": math.sqrt(D), "C": math.sqrt(C), "H": math.sqrt(H), "none": 1.0}[scale]
+    scores = q @ k.transpose(-2, -1) / root  # (B, H, T, S)
     if mask is not None and use_mask:
         scores = scores.masked_fill(~mask, float("-inf"))
     weights = torch.softmax(scores, dim=-1)
     out = weights @ v  # (B, H, T, D)
+    if wo_per_head:  # each head's D features through its own diagonal block of W_o
+        blocks = [out[:, h] @ wo[h * D : (h + 1) * D, h * D : (h + 1) * D] for h in range(H)]
+        return torch.cat(blocks, dim=-1), weights  # (B, T, C)
     out = out.reshape(B, T, C) if merge == "reshape" else out.transpose(1, 2).reshape(B, T, C)
     return (out @ wo if out_proj else out), weights
 
@@ -181,9 +218,11 @@ def _mha_cases(hidden: bool) -> list[Case]:
     g = generator(9606 if hidden else 606)
     r = lambda *s: torch.randn(*s, generator=g) / (s[-1] ** 0.5 if len(s) == 2 else 1.0)  # noqa: E731
     causal = lambda T: torch.ones(T, T, dtype=torch.bool).tril()  # noqa: E731
-    pad = lambda lengths, S: (torch.arange(S)[None, :] < torch.tensor(lengths)[:, None])[
-        :, None, None, :
-    ]  # noqa: E731
+
+    def pad(lengths: list[int], S: int) -> Tensor:
+        allowed = torch.arange(S)[None, :] < torch.tensor(lengths)[:, None]  # (B, S)
+        return allowed[:, None, None, :]  # (B, 1, 1, S)
+
     x = r(2, 4, 8)
     specs = [
         ("self-attention, H=2", x, x, 2, None),
@@ -258,68 +297,98 @@ def check_multi_head_attention(multi_head_attention, hidden: bool = False) -> No
     for case in _mha_cases(hidden):
         xq, xkv, (wq, wk, wv, wo), H, mask = (case.data[n] for n in ("xq", "xkv", "w", "H", "mask"))
         exp_out, exp_w = case.data["expected"]
-        out, weights = _optional_weights(run, run.call(case), case)
+        value = run.call(case)
+        out, weights = run.expect_tuple(value, case, ("out", "weights"), (exp_out, exp_w))
+        case.data["axes"] = ("batch element", "head", "query", "key")
+        weights = run.expect_tensor(
+            weights,
+            case,
+            exp_w.shape,
+            exp_w.dtype,
+            what="attention weights",
+            shape_hint=lambda got: None,
+            expected=exp_w,
+        )
+        M = lambda msg, **kw: Mistake(msg, lambda: _mha(xq, xkv, wq, wk, wv, wo, H, mask, **kw))  # noqa: E731
+        mistakes = [
+            M("the output projection is missing: multiply the merged heads by w_o", out_proj=False),
+            M(
+                "heads split with a reshape but no transpose: use "
+                ".view(B, T, H, D).transpose(1, 2)",
+                split="reshape",
+            ),
+            M(
+                "heads merged with a reshape but no transpose: use "
+                ".transpose(1, 2).reshape(B, T, C)",
+                merge="reshape",
+            ),
+            M(
+                "the scores are scaled by sqrt(C) (the model width) instead of sqrt(D) = "
+                "sqrt(C / H) (the head width)",
+                scale="C",
+            ),
+            M(
+                "the scores are scaled by sqrt(H) (the number of heads) instead of sqrt(D) = "
+                "sqrt(C / H) (the head width)",
+                scale="H",
+            ),
+            M("the 1/sqrt(D) scaling is missing (D = C / H, the head width)", scale="none"),
+            M(
+                "the weights are applied as x @ w.T: the course uses row vectors, Q = x_q @ w_q",
+                transpose_w=True,
+            ),
+            M(
+                "keys and values must come from x_kv (the second argument); you computed them "
+                "from x_q",
+                kv_from_q=True,
+            ),
+            M(
+                "W_o is applied per head (each head's output through its own D x D block): W_o "
+                "mixes all heads, so apply it once to the concatenation (B, T, C) @ w_o",
+                wo_per_head=True,
+            ),
+        ]
+        if mask is not None:
+            mistakes.append(
+                M(
+                    "the mask is ignored: fill the scores with -inf where mask is False, before "
+                    "the softmax",
+                    use_mask=False,
+                )
+            )
+        if not run.close(weights, exp_w, ATOL, RTOL):
+            run.outputs = (weights, exp_w)
+            run.explain(
+                weights,
+                exp_w,
+                case,
+                mistakes,
+                ATOL,
+                RTOL,
+                pick=lambda r: r[1],
+                what="attention weights",
+                select=lambda r: r[1],
+            )
         out = run.expect_tensor(
             out,
             case,
             exp_out.shape,
             exp_out.dtype,
             shape_hint=lambda got: "merge the heads back to (B, T, C) and apply w_o",
+            expected=exp_out,
         )
-        if weights is not None:
-            weights = run.expect_tensor(
-                weights,
+        if not run.close(out, exp_out, ATOL, RTOL):
+            case.data["axes"] = ("batch element", "query", "feature")
+            run.explain(
+                out,
+                exp_out,
                 case,
-                exp_w.shape,
-                exp_w.dtype,
-                what="attention weights",
-                shape_hint=lambda got: "the weights of every head: (B, H, T, S)",
+                mistakes,
+                ATOL,
+                RTOL,
+                pick=lambda r: r[0],
+                select=lambda r: r[0],
             )
-        if run.close(out, exp_out, ATOL, RTOL) and (
-            weights is None or run.close(weights, exp_w, ATOL, RTOL)
-        ):
-            continue
-        M = lambda msg, **kw: Mistake(msg, lambda: _mha(xq, xkv, wq, wk, wv, wo, H, mask, **kw))  # noqa: E731
-        mistakes = [
-            M("the output projection is missing: multiply the merged heads by w_o", out_proj=False),
-            M(
-                "heads split with a reshape but no transpose: use .view(B, T, H, D).transpose(1, 2)",
-                split="reshape",
-            ),
-            M(
-                "heads merged with a reshape but no transpose: use .transpose(1, 2).reshape(B, T, C)",
-                merge="reshape",
-            ),
-            M(
-                "the scores are scaled by sqrt(C) (the model width) instead of sqrt(D) = sqrt(C / H) (the head width)",
-                scale="C",
-            ),
-            M(
-                "the weights are applied as x @ w.T: the course uses row vectors, Q = x_q @ w_q",
-                transpose_w=True,
-            ),
-            M(
-                "keys and values must come from x_kv (the second argument); you computed them from x_q",
-                kv_from_q=True,
-            ),
-        ]
-        if mask is not None:
-            mistakes.append(
-                M(
-                    "the mask is ignored: fill the scores with -inf where mask is False, before the softmax",
-                    use_mask=False,
-                )
-            )
-        message = run.diagnose(out, mistakes, ATOL, RTOL, pick=lambda r: r[0])
-        if message is None and weights is not None and not run.close(weights, exp_w, ATOL, RTOL):
-            message = run.diagnose(weights, mistakes, ATOL, RTOL, pick=lambda r: r[1])
-        if message is None:
-            message = (
-                run.mismatch(out, exp_out)
-                if not run.close(out, exp_out, ATOL, RTOL)
-                else "the returned attention weights are wrong"
-            )
-        run.fail(message, case)
     run.passed()
 
 
@@ -362,7 +431,14 @@ def check_to_torch_mha(to_torch_mha, hidden: bool = False) -> None:
         to_torch_mha,
         forbidden,
         hidden,
-        lambda e, c: _signature_hint(e, "to_torch_mha(w_q, w_k, w_v, w_o, n_heads)"),
+        lambda e, c: (
+            "copy into the parameters under `with torch.no_grad():` (an in-place copy into a "
+            "parameter that requires grad is refused otherwise)"
+            if "leaf Variable" in str(e)
+            else "in_proj_weight is one (3C, C) matrix: torch.cat([w_q.T, w_k.T, w_v.T], dim=0)"
+            if "must match the size" in str(e)
+            else _signature_hint(e, "to_torch_mha(w_q, w_k, w_v, w_o, n_heads)")
+        ),
     )
     for case in _to_torch_cases(hidden):
         C, H, x = case.data["C"], case.data["H"], case.data["x"]
@@ -400,6 +476,22 @@ def check_to_torch_mha(to_torch_mha, hidden: bool = False) -> None:
                     hint = " out_proj.weight holds W_o untransposed: copy w_o.T."
                 elif in_proj is not None and TRUSTED.allclose(in_proj[:C], w_k.T, atol=1e-6):
                     hint = " the rows of in_proj_weight are queries, then keys, then values."
+                elif (
+                    in_proj is not None
+                    and TRUSTED.allclose(in_proj[C : 2 * C], w_q.T, atol=1e-6)
+                    and not TRUSTED.allclose(w_k, w_q)
+                ):
+                    hint = (
+                        " in_proj_weight holds W_q three times: its rows are w_q.T, then w_k.T, "
+                        "then w_v.T."
+                    )
+                elif in_proj is not None and TRUSTED.allclose(
+                    in_proj, torch.cat([w_q.T, w_k.T, w_v.T]), atol=1e-6
+                ):
+                    hint = (
+                        " in_proj_weight is right, but out_proj.weight does not hold W_o: copy "
+                        "w_o.T into it."
+                    )
             run.fail(f"for C={C}, H={H} PyTorch's output differs from the reference.{hint}", case)
         if not TRUSTED.allclose(got_w, want_w, atol=1e-5):
             run.fail(f"for C={C}, H={H} the attention weights differ.", case)

@@ -10,15 +10,13 @@ Student-facing signatures:
 
 from __future__ import annotations
 
-import math
-
 import torch
 
-from transformer_lab import attention as _attention
 from transformer_lab import masks as _ref
-from transformer_lab.checks._core import Case, Mistake, Runner, describe_args, generator
+from transformer_lab.checks._core import Case, Mistake, Runner, describe_args, generator, kind_of
 from transformer_lab.checks._integrity import TRUSTED, Forbidden
-from transformer_lab.checks.attention import _signature_hint
+from transformer_lab.checks.softmax import signature_hint as _signature_hint
+from transformer_lab.utils import LEAK_MODES, attention_layer
 
 __all__ = [
     "check_causal_mask",
@@ -77,12 +75,21 @@ def check_causal_mask(causal_mask, hidden: bool = False) -> None:
                 f"torch.ones(T, T, dtype=torch.bool).tril()",
                 case,
             )
-        out = run.expect_tensor(value, case, expected.shape, torch.bool)
+        out = run.expect_tensor(
+            value,
+            case,
+            expected.shape,
+            torch.bool,
+            shape_hint=lambda got, T=T: (
+                "return the (T, T) mask itself; broadcasting adds the leading dimensions later"
+                if got[-2:] == (T, T)
+                else None
+            ),
+            expected=expected,
+        )
         if not torch.equal(out, expected):
-            run.fail(
-                run.diagnose(out, _causal_mistakes(T), 0, 0) or run.mismatch(out, expected, "mask"),
-                case,
-            )
+            case.data["axes"] = ("query", "key")
+            run.explain(out, expected, case, _causal_mistakes(T), 0, 0, what="mask")
     run.passed()
 
 
@@ -115,7 +122,12 @@ def check_padding_mask(padding_mask, hidden: bool = False) -> None:
         padding_mask,
         forbidden,
         hidden,
-        lambda e, c: _signature_hint(e, "padding_mask(lengths, S)"),
+        lambda e, c: (
+            "compare the positions (1, S) with the lengths as a column (B, 1): "
+            "torch.arange(S)[None, :] < lengths[:, None]"
+            if "must match the size" in str(e)
+            else _signature_hint(e, "padding_mask(lengths, S)")
+        ),
     )
     for case in _padding_cases(hidden):
         lengths, S, expected = case.data["lengths"], case.data["S"], case.data["expected"]
@@ -124,8 +136,16 @@ def check_padding_mask(padding_mask, hidden: bool = False) -> None:
         def hint(got: tuple, B=B, S=S) -> str | None:
             if got == (B, S):
                 return "index it as mask[:, None, None, :] so it broadcasts over heads and queries"
-            if got in ((B, 1, S), (B, S, 1)):
-                return "the course's padding masks are (B, 1, 1, S): one row per sequence, broadcast over heads and queries"
+            if got in ((B, 1, S), (B, S, 1), (B, S, 1, 1)):
+                return (
+                    "the course's padding masks are (B, 1, 1, S): one row per sequence, "
+                    "broadcast over heads and queries"
+                )
+            if len(got) == 4 and got[:3] == (B, 1, 1) and got[3] != S:
+                return (
+                    f"your mask has {got[3]} columns: use the `S` argument (the padded length), "
+                    f"not lengths.max()"
+                )
             return None
 
         value = run.call(case)
@@ -138,7 +158,9 @@ def check_padding_mask(padding_mask, hidden: bool = False) -> None:
                 f"the mask should be boolean (True = real token), but yours has dtype {value.dtype}",
                 case,
             )
-        out = run.expect_tensor(value, case, expected.shape, torch.bool, shape_hint=hint)
+        out = run.expect_tensor(
+            value, case, expected.shape, torch.bool, shape_hint=hint, expected=expected
+        )
         if not torch.equal(out, expected):
             pos = torch.arange(S)[None, :]
             ln = lengths[:, None]
@@ -155,66 +177,84 @@ def check_padding_mask(padding_mask, hidden: bool = False) -> None:
                     "off by one: the last real token (position length - 1) must be True",
                     lambda: (pos < ln - 1)[:, None, None, :],
                 ),
+                Mistake(
+                    "you mark the last `length` positions as real: the padding is at the end, "
+                    "so the real tokens are positions 0 .. length - 1",
+                    lambda: (pos >= S - ln)[:, None, None, :],
+                ),
             ]
-            run.fail(run.diagnose(out, mistakes, 0, 0) or run.mismatch(out, expected, "mask"), case)
+            run.explain(out, expected, case, mistakes, 0, 0, what="mask")
     run.passed()
 
 
 # ---------------------------------------------------------------------------------------------
 # a leak detector: small attention layers that do and do not let the future in
-def _attention_layer(T: int, C: int, mode: str, seed: int):
-    """A small self-attention x -> attend(x W_q, x W_k, x W_v) with one masking variant (some leak)."""
-    g = generator(seed)
-    w_q, w_k, w_v = (torch.randn(C, C, generator=g) / math.sqrt(C) for _ in range(3))
-    causal = _ref.causal_mask(T)  # (T, T)
-    allowed = {
-        "causal": causal,
-        "none": torch.ones(T, T, dtype=torch.bool),
-        "next token too": torch.ones(T, T, dtype=torch.bool).tril(1),
-        "strictly past": torch.ones(T, T, dtype=torch.bool).tril(-1),
-    }
-    sdpa = _attention.scaled_dot_product_attention
-
-    def attend(x):
-        q, k, v = x @ w_q, x @ w_k, x @ w_v  # (T, C) each
-        scores = q @ k.T / math.sqrt(C)  # (T, T)
-        if (
-            mode == "after softmax"
-        ):  # zeroing weights after the softmax leaks through the denominator
-            return (torch.softmax(scores, -1) * causal) @ v
-        if mode == "score zero":  # a masked score of 0 still gets weight e^0
-            return torch.softmax(scores.masked_fill(~causal, 0.0), -1) @ v
-        if mode == "last token to first":  # one hole: query 0 may see the last key
-            mask = causal.clone()
-            mask[0, T - 1] = True
-            return sdpa(q, k, v, mask)[0]
-        if mode == "two layers":  # stacking causal layers keeps causality
-            h = sdpa(q, k, v, causal)[0]
-            return sdpa(h @ w_q, h @ w_k, h @ w_v, causal)[0]
-        return sdpa(q, k, v, allowed[mode])[0]
-
-    return attend
-
-
-# mask variant -> does it leak?
-_LEAK_CASES = {
-    "causal": False,
-    "none": True,
-    "next token too": True,
-    "strictly past": False,
-    "after softmax": True,
-    "score zero": True,
-    "last token to first": True,
-    "two layers": False,
-}
-
 _LEAK_HINTS = {
-    "after softmax": " It leaks through the softmax's denominator, more weakly than the allowed keys: "
-    "compare exactly, not with a loose tolerance.",
-    "last token to first": " The only leak is from the LAST token to the FIRST query: change every j and "
-    "compare all t < j.",
-    "strictly past": " This mask is wrong (no token sees itself) but causal: nothing from the future enters.",
+    "after softmax": " It leaks through the softmax's denominator, more weakly than the allowed "
+    "keys: compare exactly (torch.equal), not with a tolerance.",
+    "faint leak": " The future enters with a weight of 1e-6: compare exactly (torch.equal), "
+    "not with a tolerance.",
+    "last token to first": " The only leak is from the LAST token to the FIRST query: change every "
+    "j and compare all t < j.",
+    "second token to first": " The only leak is from token 1 to query 0: change every later "
+    "token j (1 .. T - 1), not only the last one.",
+    "strictly past": " This mask is wrong (no token sees itself) but causal: nothing from the "
+    "future enters.",
 }
+
+
+class _Recorder:
+    """An attention layer that remembers what the student's detector feeds it."""
+
+    def __init__(self, attend) -> None:
+        self.attend, self.inputs, self.first = attend, [], None
+
+    def __call__(self, x):
+        if self.first is None:
+            self.first = x  # the object itself: a later in-place change shows
+        self.inputs.append(x.detach().clone())
+        return self.attend(x)
+
+
+def _leak_diagnosis(answers: dict, records: dict, T: int, C: int) -> str:
+    wrong = [m for m, got in answers.items() if got != LEAK_MODES[m]]
+    if len(wrong) == len(answers):
+        return (
+            "your detector is inverted: it returns True when nothing leaks and False when the "
+            "future leaks; return True when an earlier output changed"
+        )
+    rec = records[wrong[0]]
+    base = rec.inputs[0] if rec.inputs else None
+    if rec.first is not None and base is not None and not torch.equal(rec.first, base):
+        return (
+            "your detector changes x itself (changed = x, then changed[j] = ...): every test "
+            "must start from the same input, so copy it with x.clone()"
+        )
+    changed = set()
+    for x in rec.inputs[1:]:
+        if x.shape == base.shape:
+            changed |= set((x != base).any(dim=-1).nonzero().flatten().tolist())
+    if len(rec.inputs) > 1 and not changed:
+        return (
+            "your detector never changed a token: every input it passed to attend equals the "
+            "first one; set changed[j] to new random values"
+        )
+    mode = wrong[0]
+    if not LEAK_MODES[mode]:
+        return (
+            f"the causal layer '{mode}' does not leak, yet your detector said True: changing "
+            f"token j may change outputs j, j + 1, ... without any leak, so compare only the "
+            f"outputs before the changed token, out[:j] (and change tokens j >= 1)"
+        )
+    if changed and changed <= {T - 1} and mode == "second token to first":
+        return (
+            "attention with mask variant 'second token to first' leaks, yet your detector "
+            "said False: you change only the last token; change every later token j (1 .. T - 1)"
+        )
+    return (
+        f"attention with mask variant '{mode}' (T={T}, C={C}) leaks, yet your detector said "
+        f"False.{_LEAK_HINTS.get(mode, '')}"
+    )
 
 
 def check_future_leaks(future_leaks, hidden: bool = False) -> None:
@@ -229,27 +269,17 @@ def check_future_leaks(future_leaks, hidden: bool = False) -> None:
     )
     sizes, seed = ([(2, 3), (12, 8)], 5) if hidden else ([(5, 4), (8, 6)], 0)
     for T, C in sizes:
-        for mode, leaks in _LEAK_CASES.items():
-            case = Case(
-                f"mask variant '{mode}'",
-                (_attention_layer(T, C, mode, seed), T, C),
-                {},
-                f"T={T}, C={C}",
-            )
+        answers, records = {}, {}
+        for mode in LEAK_MODES:
+            records[mode] = _Recorder(attention_layer(T, C, mode, seed))
+            case = Case(f"mask variant '{mode}'", (records[mode], T, C), {}, f"T={T}, C={C}")
             got = run.call(case)
             if not isinstance(got, bool):
                 tip = " (convert with bool(...) or .item())" if TRUSTED.is_tensor(got) else ""
-                run.fail(f"return True or False, but received {type(got).__name__}{tip}.", case)
-            if got != leaks:
-                why = (
-                    "it leaks, yet your detector said False"
-                    if leaks
-                    else "it does not leak, yet your detector said True"
-                )
-                run.fail(
-                    f"attention with mask variant '{mode}' (T={T}, C={C}): {why}.{_LEAK_HINTS.get(mode, '')}",
-                    case,
-                )
+                run.fail(f"return True or False, but received {kind_of(got)}{tip}.", case)
+            answers[mode] = got
+        if any(got != LEAK_MODES[m] for m, got in answers.items()):
+            run.fail(_leak_diagnosis(answers, records, T, C), Case(f"T={T}, C={C}"))
     run.passed()
 
 
@@ -301,51 +331,76 @@ def check_pad_and_truncate(pad_and_truncate, hidden: bool = False) -> None:
             run.fail("your function returned None: return the tuple (ids, lengths).", case)
         if not isinstance(result, tuple) or len(result) != 2:
             run.fail(
-                f"return the tuple (ids, lengths), but your function returned a {type(result).__name__}.",
+                f"return the tuple (ids, lengths), but your function returned {kind_of(result)}.",
                 case,
             )
         ids, lengths = result
+        if (
+            TRUSTED.is_tensor(ids)
+            and TRUSTED.is_tensor(lengths)
+            and ids.dim() == 1
+            and lengths.dim() == 2
+        ):
+            run.fail("the tuple is in the wrong order: return (ids, lengths).", case)
         if not TRUSTED.is_tensor(ids) or ids.dtype != torch.long:
             run.fail(
-                f"ids must be a torch.long tensor, but yours is {getattr(ids, 'dtype', type(ids).__name__)}.",
+                f"ids must be a torch.long tensor, but yours is "
+                f"{getattr(ids, 'dtype', None) or kind_of(ids)}.",
                 case,
             )
         if not TRUSTED.is_tensor(lengths) or lengths.dtype != torch.long:
             run.fail(
                 f"lengths must be a torch.long tensor, but yours is "
-                f"{getattr(lengths, 'dtype', type(lengths).__name__)}.",
+                f"{getattr(lengths, 'dtype', None) or kind_of(lengths)}.",
                 case,
             )
+        short = [s[: max_len - 1] if len(s) >= max_len else s for s in seqs]
+        L_short = max(len(s) for s in short)
         if tuple(ids.shape) != tuple(want_ids.shape):
-            hint = (
-                " Pad to the longest sequence after truncation, not to max_len."
-                if ids.shape[-1:] == (max_len,)
-                else ""
-            )
+            hint = ""
+            if ids.shape[-1:] == (max_len,):
+                hint = " Pad to the longest sequence after truncation, not to max_len."
+            elif tuple(ids.shape) == (B, L_short):
+                hint = " You truncate to max_len - 1 tokens; keep max_len (s[:max_len])."
             run.fail(
-                f"ids should have shape {tuple(want_ids.shape)}, but yours has {tuple(ids.shape)}.{hint}",
+                f"ids should have shape {tuple(want_ids.shape)}, but yours has "
+                f"{tuple(ids.shape)}.{hint}",
                 case,
+                named=bool(hint),
             )
         if tuple(lengths.shape) != tuple(want_lengths.shape) or not TRUSTED.equal(
             lengths, want_lengths
         ):
+            hint = ""
+            if lengths.tolist() == [len(s) for s in seqs]:
+                hint = " Those are the lengths before truncation; count after it."
             run.fail(
-                f"lengths should be {want_lengths.tolist()} (after truncation), but received {lengths.tolist()}.",
+                f"lengths should be {want_lengths.tolist()} (after truncation), but received "
+                f"{lengths.tolist()}.{hint}",
                 case,
+                named=bool(hint),
             )
         if not TRUSTED.equal(ids, want_ids):
-            hint = (
-                " You padded on the left; pad at the end."
-                if TRUSTED.equal(ids, left_padded)
-                else ""
+            kept_last = [s[-max_len:] if len(s) > max_len else s for s in seqs]
+            last = torch.tensor(
+                [s + [pad_id] * (L - len(s)) for s in kept_last], dtype=torch.long
+            ).reshape(B, L)
+            hint = ""
+            if TRUSTED.equal(ids, left_padded):
+                hint = " You padded on the left; pad at the end."
+            elif TRUSTED.equal(ids, last):
+                hint = " You kept the last max_len tokens; keep the first ones, s[:max_len]."
+            run.fail(
+                f"ids should be {want_ids.tolist()}, but received {ids.tolist()}.{hint}",
+                case,
+                named=bool(hint),
             )
-            run.fail(f"ids should be {want_ids.tolist()}, but received {ids.tolist()}.{hint}", case)
-    case = Case("max_len=0", ([[1, 2]], 0, 0), {}, "sequences=[[1, 2]], max_len=0, pad_id=0")
-    try:
-        run.call(case)
-    except AssertionError as exc:
-        if "raised ValueError" not in str(exc):
-            raise
-    else:
-        run.fail("max_len=0 should raise a ValueError.", case)
+    for max_len in [-3] + ([0] if hidden else []):
+        case = Case(
+            f"max_len={max_len}",
+            ([[1, 2]], max_len, 0),
+            {},
+            f"sequences=[[1, 2]], max_len={max_len}",
+        )
+        run.expect_raises(case, ValueError, f"max_len={max_len}", (str(max_len),))
     run.passed()

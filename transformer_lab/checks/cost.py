@@ -1,0 +1,115 @@
+"""Check for notebook 1, exercise 4: the multiply-adds of single-head self-attention.
+
+self_attention_macs(T, C, D) -> int, compared with a count measured while the package's
+SelfAttention runs (three projections X W plus the two T x T products)
+"""
+
+from __future__ import annotations
+
+import torch
+
+from transformer_lab import attention as _ref
+from transformer_lab.checks._core import Case, Runner, generator, kind_of
+from transformer_lab.checks._integrity import TRUSTED, Forbidden
+from transformer_lab.checks.softmax import signature_hint
+from transformer_lab.utils import MultiplyAddCounter
+
+__all__ = ["check_self_attention_macs"]
+
+# Formulas students arrive at instead, each with what it means. A size names the formula only
+# when no other formula gives the same number for it (then a later size decides).
+_FORMULAS = (
+    (
+        lambda T, C, D: 3 * T * C * D,
+        "You counted the projections only; add the two T x T products.",
+    ),
+    (
+        lambda T, C, D: 3 * T * C * D + T * T * D,
+        "Only one of the two T x T products is counted (scores Q K^T and weights @ V).",
+    ),
+    (lambda T, C, D: 2 * T * T * D, "The three projections X W (T x C times C x D) are missing."),
+    (
+        lambda T, C, D: 2 * (3 * T * C * D + 2 * T * T * D),
+        "That is FLOPs (2 per multiply-add, as FLOP counters report); count multiply-adds.",
+    ),
+    (
+        lambda T, C, D: 3 * T * C * C + 2 * T * T * C,
+        "Your count uses C where the head width D belongs (3TC^2 + 2T^2C): W_q, W_k, W_v map "
+        "C to D.",
+    ),
+    (
+        lambda T, C, D: 3 * T * C * D + 2 * T * T,
+        "Each of the two T x T products costs T * T * D multiply-adds (a dot product of width "
+        "D per entry), not T * T.",
+    ),
+    (
+        lambda T, C, D: 3 * T * C * D + 2 * T * T * C,
+        "The two T x T products are dot products of width D (T * T * D each), not C.",
+    ),
+    (
+        lambda T, C, D: 4 * T * C * D + 2 * T * T * D,
+        "You counted a fourth projection (an output projection W_o); single-head self-attention "
+        "here has W_q, W_k, W_v only.",
+    ),
+)
+
+
+def _measured_macs(T: int, C: int, D: int) -> int:
+    """Multiply-adds of the matrix products executed in one run of the reference self-attention."""
+    with torch.random.fork_rng(devices=[]):  # the layer's init must not move the global RNG
+        layer = _ref.SelfAttention(C, D)  # W_q, W_k, W_v without bias
+    x = torch.randn(T, C, generator=generator(0))
+    with torch.no_grad(), MultiplyAddCounter() as counter:
+        layer(x)
+    return counter.macs
+
+
+def check_self_attention_macs(self_attention_macs, hidden: bool = False) -> None:
+    """Check ``self_attention_macs(T, C, D) -> int`` against the multiply-adds measured while the
+    package's SelfAttention runs (three projections plus the two T x T products)."""
+    __tracebackhide__ = True  # IPython hides this frame: students see their cell and the message
+    forbidden = [
+        Forbidden(
+            "transformer_lab's SelfAttention (count with the formula, do not measure)",
+            function=_ref.SelfAttention.forward,
+        )
+    ]
+    run = Runner(
+        "check_self_attention_macs",
+        self_attention_macs,
+        forbidden,
+        hidden,
+        lambda e, c: signature_hint(e, "self_attention_macs(T, C, D)"),
+    )
+    sizes = [(3, 2, 2), (10, 8, 4), (7, 16, 16), (64, 32, 8), (5, 12, 3)]
+    if hidden:
+        sizes = [(1, 5, 3), (33, 12, 6), (128, 16, 16), (5, 64, 64), (9, 10, 2)]
+    first_failure = None  # kept while a size is ambiguous (e.g. 3TCD = 2T^2 D at T=3, C=2)
+    for T, C, D in sizes:
+        want = _measured_macs(T, C, D)  # measured before the student's code runs
+        case = Case(f"T={T}, C={C}, D={D}", (T, C, D), {}, f"T={T}, C={C}, D={D}")
+        got = run.call(case)
+        if got is None:
+            run.fail("your function returned None: did you forget `return`?", case)
+        if TRUSTED.is_tensor(got) or not isinstance(got, int) or isinstance(got, bool):
+            tip = " (e.g. with int(...) or .item())" if TRUSTED.is_tensor(got) else ""
+            if isinstance(got, float) and got.is_integer():
+                tip = " (a count is an int: use * and // or int(...), not / or float factors)"
+            run.fail(f"return a Python int{tip}, but received {kind_of(got)}.", case)
+        if got == want:
+            continue
+        hints = [hint for formula, hint in _FORMULAS if formula(T, C, D) == got]
+        message = f"for T={T}, C={C}, D={D} the count is {want}, but received {got}."
+        if len(hints) == 1:
+            run.fail(message + " " + hints[0], case)
+        if first_failure is None:
+            first_failure = (message, case)
+    if first_failure is not None:
+        message, case = first_failure
+        run.fail(
+            message + " The count is 3 projections (T x C times C x D) plus the two T x T "
+            "products (width D each).",
+            case,
+            named=False,
+        )
+    run.passed()

@@ -1,0 +1,242 @@
+"""Checks for notebooks 1 and 4: self- and cross-attention with explicit projection matrices.
+
+self_attention(x, w_q, w_k, w_v) -> (out, weights)          row vectors: Q = X W_q
+cross_attention(x_q, x_kv, w_q, w_k, w_v, mask=None) -> (out, weights)
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from transformer_lab import attention as _ref
+from transformer_lab.checks._core import Case, Mistake, Runner, describe_args, generator
+from transformer_lab.checks.attention import (
+    attend,
+    attention_forbidden,
+    check_attention_pair,
+    tensor_error_hint,
+)
+
+__all__ = ["check_self_attention", "check_cross_attention"]
+
+
+def _forbidden():
+    return [
+        f
+        for f in attention_forbidden()
+        if "scaled_dot_product_attention" not in f.label or "PyTorch" in f.label
+    ]
+
+
+def _projection_mistakes(xq, xkv, wq, wk, wv, mask, kv_name: str) -> list[Mistake]:
+    """Mistakes in the projections; each is compared on the output (first element)."""
+
+    def A(make, m=mask) -> object:  # make() -> (q, k, v); built only when tried
+        return lambda sm: attend(*make(), m, sm)
+
+    swapped = (
+        (lambda: (xkv @ wk, xq @ wq, xq @ wv))
+        if xq is xkv
+        else (lambda: (xq @ wk, xkv @ wq, xkv @ wv))
+    )
+    return [
+        Mistake(
+            "queries and keys are swapped (scores K Q^T): Q = x @ w_q, K = x @ w_k, scores = Q K^T",
+            A(swapped),
+            softmax=True,
+        ),
+        Mistake(
+            "the projections are applied as x @ w.T: the course uses row vectors, Q = x @ w_q",
+            A(lambda: (xq @ wq.T, xkv @ wk.T, xkv @ wv.T)),
+            softmax=True,
+        ),
+        Mistake(
+            "the keys use w_q: K = x @ w_k (each of w_q, w_k, w_v has its own role)",
+            A(lambda: (xq @ wq, xkv @ wq, xkv @ wv)),
+            softmax=True,
+        ),
+        Mistake(
+            f"the values are not projected: use V = {kv_name} @ w_v",
+            A(lambda: (xq @ wq, xkv @ wk, xkv)),
+            softmax=True,
+        ),
+        Mistake(
+            "keys and values come from x_q instead of x_kv",
+            A(lambda: (xq @ wq, xq @ wk, xq @ wv), None),
+            softmax=True,
+        ),
+    ]
+
+
+def _check(run: Runner, case: Case, xq, xkv, wq, wk, wv, mask, kv_name: str) -> None:
+    __tracebackhide__ = True
+    exp_out, exp_w = case.data["expected"]
+    value = run.call(case)
+    out, weights = run.expect_tuple(value, case, ("out", "weights"), (exp_out, exp_w))
+    if torch.is_tensor(out) and out.shape == exp_out.shape and torch.is_tensor(weights):
+        if weights.shape == exp_w.shape and not run.close(out.detach(), exp_out, 1e-5, 1e-4):
+            message = run.diagnose(
+                out.detach(),
+                _projection_mistakes(xq, xkv, wq, wk, wv, mask, kv_name),
+                1e-5,
+                1e-4,
+                pick=lambda r: r[0],
+            )
+            if message:
+                run.fail(message, case)
+    q, k, v = xq @ wq, xkv @ wk, xkv @ wv
+    C_q, C_kv = xq.shape[-1], xkv.shape[-1]
+    widths = {"C": (C_q, "the model width") if C_q == C_kv else (C_q, "the width of x_q")}
+    if C_kv != C_q:
+        widths["C_kv"] = (C_kv, "the width of x_kv")
+    widths["Dv"] = (wv.shape[-1], "the values' width")
+    check_attention_pair(
+        run,
+        case,
+        out,
+        weights,
+        exp_out,
+        exp_w,
+        mask,
+        q,
+        k,
+        v,
+        widths,
+        out_hint=f"the output has the values' width: (..., T, w_v.shape[1]) with V = {kv_name} @ w_v",
+    )
+
+
+def _self_cases(hidden: bool) -> list[Case]:
+    g = generator(9303 if hidden else 303)
+    r = lambda *s: torch.randn(*s, generator=g)  # noqa: E731
+    specs = [
+        ("one sequence (T, C)", r(5, 6), r(6, 4), r(6, 4), r(6, 5)),
+        ("batched (B, T, C)", r(2, 5, 6), r(6, 4), r(6, 4), r(6, 3)),
+    ]
+    if hidden:
+        specs += [
+            ("square projections", r(3, 4, 8), r(8, 8), r(8, 8), r(8, 8)),
+            ("single token", r(2, 1, 4), r(4, 2), r(4, 2), r(4, 2)),
+        ]
+    cases = []
+    for name, x, wq, wk, wv in specs:
+        case = Case(name, (x, wq, wk, wv), {}, describe_args(x=x, w_q=wq, w_k=wk, w_v=wv))
+        case.data.update(x=x, wq=wq, wk=wk, wv=wv, sums_to_one=-1)
+        case.data["expected"] = _ref.scaled_dot_product_attention(x @ wq, x @ wk, x @ wv)
+        cases.append(case)
+    return cases
+
+
+def check_self_attention(self_attention, hidden: bool = False) -> None:
+    """Check ``self_attention(x, w_q, w_k, w_v) -> (out, weights)``.
+
+    Row-vector convention: ``Q = x @ w_q`` with ``w_q`` of shape (C, D); scores scaled by sqrt(D).
+    """
+    __tracebackhide__ = True  # IPython hides this frame: students see their cell and the message
+    run = Runner(
+        "check_self_attention",
+        self_attention,
+        _forbidden(),
+        hidden,
+        lambda e, c: tensor_error_hint(e, "self_attention(x, w_q, w_k, w_v)", c.args[0].shape[-1]),
+        reference=lambda x, wq, wk, wv: _ref.scaled_dot_product_attention(x @ wq, x @ wk, x @ wv),
+    )
+    for case in _self_cases(hidden):
+        x, wq, wk, wv = (case.data[n] for n in ("x", "wq", "wk", "wv"))
+        _check(run, case, x, x, wq, wk, wv, None, "x")
+    run.passed()
+
+
+def _cross_cases(hidden: bool) -> list[Case]:
+    g = generator(9404 if hidden else 404)
+    r = lambda *s: torch.randn(*s, generator=g)  # noqa: E731
+
+    def pad(lengths: list[int], S: int) -> Tensor:
+        return (torch.arange(S)[None, :] < torch.tensor(lengths)[:, None])[:, None, :]  # (B, 1, S)
+
+    specs = [
+        ("different widths, T != S", r(2, 3, 6), r(2, 5, 4), r(6, 8), r(4, 8), r(4, 5), None),
+        ("same widths, T != S", r(2, 3, 6), r(2, 5, 6), r(6, 4), r(6, 4), r(6, 4), None),
+        (
+            "padding mask (B, 1, S)",
+            r(2, 4, 6),
+            r(2, 5, 6),
+            r(6, 4),
+            r(6, 4),
+            r(6, 3),
+            pad([5, 2], 5),
+        ),
+        (
+            "an empty source sequence",
+            r(2, 3, 4),
+            r(2, 4, 4),
+            r(4, 4),
+            r(4, 4),
+            r(4, 2),
+            pad([2, 0], 4),
+        ),
+    ]
+    if hidden:
+        specs += [
+            ("one query", r(3, 1, 4), r(3, 6, 2), r(4, 4), r(2, 4), r(2, 2), pad([6, 1, 3], 6)),
+            (
+                "float64",
+                r(2, 2, 3).double(),
+                r(2, 3, 3).double(),
+                r(3, 2).double(),
+                r(3, 2).double(),
+                r(3, 2).double(),
+                pad([3, 0], 3),
+            ),
+        ]
+    cases = []
+    for name, xq, xkv, wq, wk, wv, mask in specs:
+        kwargs = {} if mask is None else {"mask": mask}
+        case = Case(
+            name,
+            (xq, xkv, wq, wk, wv),
+            kwargs,
+            describe_args(x_q=xq, x_kv=xkv, w_q=wq, w_k=wk, w_v=wv, mask=mask),
+        )
+        case.data.update(xq=xq, xkv=xkv, wq=wq, wk=wk, wv=wv, mask=mask, sums_to_one=-1)
+        case.data["expected"] = _ref.scaled_dot_product_attention(xq @ wq, xkv @ wk, xkv @ wv, mask)
+        if mask is not None:
+            case.data["variations"] = [("mask", {"mask": None})]
+        cases.append(case)
+    return cases
+
+
+def _widths_are_inputs(exc: BaseException, case: Case) -> bool:
+    from transformer_lab.checks.attention import _matmul_widths
+
+    widths = _matmul_widths(str(exc))
+    return widths is not None and widths[0] in (case.args[0].shape[-1], case.args[1].shape[-1])
+
+
+def check_cross_attention(cross_attention, hidden: bool = False) -> None:
+    """Check ``cross_attention(x_q, x_kv, w_q, w_k, w_v, mask=None) -> (out, weights)``.
+
+    Queries come from ``x_q`` (B, T, C), keys and values from ``x_kv`` (B, S, C_kv); the
+    optional boolean mask (True = may attend) broadcasts to (B, T, S).
+    """
+    __tracebackhide__ = True  # IPython hides this frame: students see their cell and the message
+    run = Runner(
+        "check_cross_attention",
+        cross_attention,
+        _forbidden(),
+        hidden,
+        lambda e, c: (
+            "the projections are Q = x_q @ w_q, K = x_kv @ w_k, V = x_kv @ w_v (row vectors, "
+            "each w of shape (C_in, D))"
+            if "mat1 and mat2" in str(e) and _widths_are_inputs(e, c)
+            else tensor_error_hint(e, "cross_attention(x_q, x_kv, w_q, w_k, w_v, mask=None)")
+        ),
+        reference=lambda xq, xkv, wq, wk, wv, mask=None: _ref.scaled_dot_product_attention(
+            xq @ wq, xkv @ wk, xkv @ wv, mask
+        ),
+    )
+    for case in _cross_cases(hidden):
+        xq, xkv, wq, wk, wv, mask = (case.data[n] for n in ("xq", "xkv", "wq", "wk", "wv", "mask"))
+        _check(run, case, xq, xkv, wq, wk, wv, mask, "x_kv")
+    run.passed()
