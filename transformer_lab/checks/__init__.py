@@ -67,7 +67,7 @@ Exercises and signatures:
     check_merge_softmax_stats            merge_softmax_stats(m1, l1, o1, m2, l2, o2) -> (m, l, o)
     check_tiled_attention                tiled_attention(q, k, v, block_size, mask=None) -> (..., T, Dv)
     check_grouped_query_attention        grouped_query_attention(q, k, v) -> (B, H, T, D)
-    check_kv_cache_bytes                 kv_cache_bytes(n_layers, n_kv_heads, d_head, seq_len, batch=1, bytes_per_value=2)
+    check_kv_cache_bytes                 kv_cache_bytes(n_layers, n_kv_heads, d_head, seq_len, ...) -> int
     check_sliding_window_mask            sliding_window_mask(T, window) -> (T, T) bool
 """
 
@@ -203,6 +203,30 @@ for _name, _check, _reference in (
     ("future_leaks", check_future_leaks, None),
     ("pad_and_truncate", check_pad_and_truncate, None),
     ("layer_norm", check_layer_norm, None),
+):
+    _api.register(_name, _check, _reference)
+
+# Notebooks 8 and 9.
+from transformer_lab import gqa as _gqa_ref  # noqa: E402
+from transformer_lab import interpret as _interpret_ref  # noqa: E402
+from transformer_lab import tiled as _tiled_ref  # noqa: E402
+from transformer_lab.models import vit as _vit_ref  # noqa: E402
+
+for _name, _check, _reference in (
+    ("patchify", check_patchify, _vit_ref.patchify),
+    ("linear_to_conv", check_linear_to_conv, None),
+    ("vit_embed", check_vit_embed, _vit_input_checks._reference_embed),
+    ("sinusoidal_2d", check_sinusoidal_2d, _positional_ref.sinusoidal_encoding_2d),
+    ("attention_rollout", check_attention_rollout, _interpret_ref.attention_rollout),
+    ("merge_softmax_stats", check_merge_softmax_stats, _tiled_ref.merge_softmax_stats),
+    (
+        "tiled_attention",
+        check_tiled_attention,
+        lambda q, k, v, block_size, mask=None: _sdpa(q, k, v, mask)[0],
+    ),
+    ("grouped_query_attention", check_grouped_query_attention, _gqa_ref.grouped_query_attention),
+    ("kv_cache_bytes", check_kv_cache_bytes, _gqa_ref.kv_cache_bytes),
+    ("sliding_window_mask", check_sliding_window_mask, _masks_ref.sliding_window_mask),
 ):
     _api.register(_name, _check, _reference)
 del _name, _check, _reference
