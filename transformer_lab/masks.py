@@ -22,6 +22,7 @@ __all__ = [
     "padding_mask_from_ids",
     "padding_mask_from_attention_mask",
     "combine_masks",
+    "sliding_window_mask",
 ]
 
 
@@ -114,3 +115,20 @@ def combine_masks(*masks: Tensor | None) -> Tensor | None:
                 ) from None
         result = m if result is None else result & m
     return result
+
+
+def sliding_window_mask(T: int, window: int, device: torch.device | str | None = None) -> Tensor:
+    """Causal mask limited to the last ``window`` tokens: query t sees keys t - window + 1 .. t.
+
+    Each layer looks back ``window - 1`` tokens, so after L layers information can travel
+    L (window - 1) positions (Mistral, Longformer). ``window >= T`` is the plain causal mask.
+
+    Returns:
+        (T, T) bool, ``True`` = may attend.
+    """
+    if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+        raise ValueError(
+            f"window must be a positive int (keys per query), but received {window!r}."
+        )
+    causal = causal_mask(T, device=device)
+    return causal & ~torch.ones_like(causal).tril(-window)  # drop keys more than window-1 back

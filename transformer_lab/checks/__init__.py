@@ -59,6 +59,16 @@ Exercises and signatures:
     check_apply_rope                     apply_rope(x, base=10000.0) -> (..., T, D) rotated pairs (2i, 2i+1)
     check_future_leaks                   future_leaks(attend, T, C, seed=0) -> bool
     check_pad_and_truncate               pad_and_truncate(sequences, max_len, pad_id) -> (ids, lengths)
+    check_patchify                       patchify(images, patch_size) -> (B, N, C*P*P)
+    check_linear_to_conv                 linear_to_conv(linear, patch_size, n_channels) -> nn.Conv2d
+    check_vit_embed                      vit_embed(images, patch_size, w_e, b_e, cls_token, pos) -> (B, N+1, C)
+    check_sinusoidal_2d                  sinusoidal_2d(grid_h, grid_w, d_model, base=10000.0) -> (N, C)
+    check_attention_rollout              attention_rollout(attentions) -> (B, T, T)
+    check_merge_softmax_stats            merge_softmax_stats(m1, l1, o1, m2, l2, o2) -> (m, l, o)
+    check_tiled_attention                tiled_attention(q, k, v, block_size, mask=None) -> (..., T, Dv)
+    check_grouped_query_attention        grouped_query_attention(q, k, v) -> (B, H, T, D)
+    check_kv_cache_bytes                 kv_cache_bytes(n_layers, n_kv_heads, d_head, seq_len, ...) -> int
+    check_sliding_window_mask            sliding_window_mask(T, window) -> (T, T) bool
 """
 
 from transformer_lab import attention as _attention_ref
@@ -81,14 +91,19 @@ from transformer_lab.checks import blocks as _blocks_checks
 from transformer_lab.checks import cost as _cost_checks
 from transformer_lab.checks import heads as _heads_checks
 from transformer_lab.checks import leaks as _leak_checks
+from transformer_lab.checks import long_context as _long_context_checks
 from transformer_lab.checks import masks as _masks_checks
 from transformer_lab.checks import mha as _mha_checks
+from transformer_lab.checks import patches as _patches_checks
 from transformer_lab.checks import positional as _positional_checks
 from transformer_lab.checks import projections as _projection_checks
+from transformer_lab.checks import rollout as _rollout_checks
 from transformer_lab.checks import rope as _rope_checks
 from transformer_lab.checks import shift as _shift_checks
 from transformer_lab.checks import softmax as _softmax_checks
+from transformer_lab.checks import tiled as _tiled_checks
 from transformer_lab.checks import torch_mha as _torch_mha_checks
+from transformer_lab.checks import vit_input as _vit_input_checks
 from transformer_lab.checks._api import EXERCISES, diagnose
 from transformer_lab.checks._core import CheckFailed
 from transformer_lab.checks._diagnose import Diagnosis
@@ -98,14 +113,23 @@ from transformer_lab.checks.blocks import check_layer_norm
 from transformer_lab.checks.cost import check_self_attention_macs
 from transformer_lab.checks.heads import check_merge_heads, check_split_heads
 from transformer_lab.checks.leaks import check_future_leaks
+from transformer_lab.checks.long_context import (
+    check_grouped_query_attention,
+    check_kv_cache_bytes,
+    check_sliding_window_mask,
+)
 from transformer_lab.checks.masks import check_causal_mask, check_padding_mask
 from transformer_lab.checks.mha import check_multi_head_attention
+from transformer_lab.checks.patches import check_linear_to_conv, check_patchify
 from transformer_lab.checks.positional import check_sinusoidal_encoding
 from transformer_lab.checks.projections import check_cross_attention, check_self_attention
+from transformer_lab.checks.rollout import check_attention_rollout
 from transformer_lab.checks.rope import check_apply_rope
 from transformer_lab.checks.shift import check_offset_dot_product, check_shift_matrix
 from transformer_lab.checks.softmax import check_softmax
+from transformer_lab.checks.tiled import check_merge_softmax_stats, check_tiled_attention
 from transformer_lab.checks.torch_mha import check_to_torch_mha
+from transformer_lab.checks.vit_input import check_sinusoidal_2d, check_vit_embed
 
 __all__ = [
     "check_softmax",
@@ -126,6 +150,16 @@ __all__ = [
     "check_apply_rope",
     "check_future_leaks",
     "check_pad_and_truncate",
+    "check_patchify",
+    "check_linear_to_conv",
+    "check_vit_embed",
+    "check_sinusoidal_2d",
+    "check_attention_rollout",
+    "check_merge_softmax_stats",
+    "check_tiled_attention",
+    "check_grouped_query_attention",
+    "check_kv_cache_bytes",
+    "check_sliding_window_mask",
     "verify_integrity",
     "diagnose",
     "Diagnosis",
@@ -176,6 +210,30 @@ for _name, _check, _reference in (
     ("layer_norm", check_layer_norm, None),
 ):
     _api.register(_name, _check, _reference)
+
+# Notebooks 8 and 9.
+from transformer_lab import gqa as _gqa_ref  # noqa: E402
+from transformer_lab import interpret as _interpret_ref  # noqa: E402
+from transformer_lab import tiled as _tiled_ref  # noqa: E402
+from transformer_lab.models import vit as _vit_ref  # noqa: E402
+
+for _name, _check, _reference in (
+    ("patchify", check_patchify, _vit_ref.patchify),
+    ("linear_to_conv", check_linear_to_conv, None),
+    ("vit_embed", check_vit_embed, _vit_input_checks._reference_embed),
+    ("sinusoidal_2d", check_sinusoidal_2d, _positional_ref.sinusoidal_encoding_2d),
+    ("attention_rollout", check_attention_rollout, _interpret_ref.attention_rollout),
+    ("merge_softmax_stats", check_merge_softmax_stats, _tiled_ref.merge_softmax_stats),
+    (
+        "tiled_attention",
+        check_tiled_attention,
+        lambda q, k, v, block_size, mask=None: _sdpa(q, k, v, mask)[0],
+    ),
+    ("grouped_query_attention", check_grouped_query_attention, _gqa_ref.grouped_query_attention),
+    ("kv_cache_bytes", check_kv_cache_bytes, _gqa_ref.kv_cache_bytes),
+    ("sliding_window_mask", check_sliding_window_mask, _masks_ref.sliding_window_mask),
+):
+    _api.register(_name, _check, _reference)
 del _name, _check, _reference
 
 # Snapshot what the checks trust, then make every checks module read-only.
@@ -203,6 +261,11 @@ for _module in (
     _mha_checks,
     _shift_checks,
     _torch_mha_checks,
+    _patches_checks,
+    _vit_input_checks,
+    _rollout_checks,
+    _tiled_checks,
+    _long_context_checks,
 ):
     _integrity.seal(_module.__name__)
 del _module

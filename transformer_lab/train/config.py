@@ -32,6 +32,8 @@ class TrainConfig:
     seed: int | None = None  # if given, seed_everything(seed) first (batch order, dropout)
     progress: bool = True  # a tqdm bar with the loss
     desc: str = "training"  # the bar's label
+    checkpoint: str | None = None  # save model, optimizer and step here at each evaluation point
+    resume: bool = False  # continue from ``checkpoint``'s step (same schedule) if the file exists
 
     def __post_init__(self) -> None:
         if isinstance(self.steps, bool) or not isinstance(self.steps, int) or self.steps < 1:

@@ -18,7 +18,9 @@ from torch import Tensor, nn
 
 from transformer_lab._mode import grading_caps, grading_mode
 from transformer_lab.train.batches import Batches, BatchStream, to_device
+from transformer_lab.train.checkpoints import load_checkpoint, save_checkpoint
 from transformer_lab.train.config import TrainConfig
+from transformer_lab.train.distributed import Distributed, ShardedStream, join_process_group
 from transformer_lab.train.evaluation import EvalMode, as_metrics, mean_loss
 from transformer_lab.train.history import History
 from transformer_lab.train.losses import LossFn, cross_entropy_loss
@@ -67,10 +69,16 @@ def train(
         optimizer: use this optimizer (e.g. to checkpoint it) instead of :func:`make_optimizer`;
             the schedule sets the lr of all its groups.
         device: move the model there first (``"auto"``: :func:`pick_device`); default: leave the
-            model where it is. Batches are moved to the model's device.
+            model where it is (under ``torchrun`` with GPUs: this process's GPU). Batches are
+            moved to the model's device.
         config: a :class:`TrainConfig`; keywords (``steps=``, ``lr=``, ...) override its fields.
     Returns:
         the :class:`History`.
+
+    Started by ``torchrun``, the same call trains data-parallel across the processes (see
+    :mod:`transformer_lab.train.distributed`). With ``checkpoint=PATH`` the model, optimizer and
+    step are saved there (by process 0) at every evaluation point and at the end; with
+    ``resume=True`` a run continues from that file's step on the same schedule.
     """
     cfg = _settings(config, settings)
     if not isinstance(model, nn.Module):
@@ -80,6 +88,9 @@ def train(
     steps, eval_iters = grading_caps(cfg.steps, cfg.eval_iters)
     if cfg.seed is not None:
         seed_everything(cfg.seed)
+    parallel = join_process_group()
+    if parallel is not None and device is None and parallel.device.type == "cuda":
+        device = parallel.device
     device = _place(model, device)
     loss_fn = cross_entropy_loss if loss_fn is None else loss_fn
     if eval_fn is None and eval_batches is not None:
@@ -91,41 +102,80 @@ def train(
         else optimizer
     )
     history = History(capped=steps < cfg.steps)
+    first = _resume(model, opt, cfg) if cfg.resume else 0
+    stream = BatchStream(batches, "batches")
+    if parallel is not None:
+        stream = ShardedStream(stream, parallel.rank, parallel.world_size)
+        eval_fn = eval_fn if parallel.is_main else None  # process 0 evaluates; the others wait
+    run = _Run(model, parallel.wrap(model) if parallel else model, opt, cfg, parallel)
     start = time.perf_counter()
     try:
-        _loop(model, BatchStream(batches, "batches"), loss_fn, opt, eval_fn, cfg, steps, history)
+        _loop(run, stream, loss_fn, eval_fn, steps, history, first)
     finally:
         history.elapsed = time.perf_counter() - start
         model.eval()
     return history
 
 
-def _loop(model, stream, loss_fn, opt, eval_fn, cfg: TrainConfig, steps: int, history) -> None:
-    """The steps themselves, recording into ``history``."""
+@dataclasses.dataclass
+class _Run:
+    """What the loop works with: the model, what computes the loss (the model, or its
+    DistributedDataParallel wrapper under torchrun), the optimizer and the settings."""
+
+    model: nn.Module
+    net: nn.Module
+    opt: torch.optim.Optimizer
+    cfg: TrainConfig
+    parallel: Distributed | None
+
+    @property
+    def is_main(self) -> bool:
+        return self.parallel is None or self.parallel.is_main
+
+
+def _loop(run: _Run, stream, loss_fn, eval_fn, steps: int, history: History, first: int) -> None:
+    """Steps ``first`` .. ``steps - 1``, recording into ``history``."""
+    model, cfg = run.model, run.cfg
     warmup = min(100, steps // 10) if cfg.warmup_steps is None else min(cfg.warmup_steps, steps)
     log_every = max(1, steps // 200) if cfg.log_every is None else cfg.log_every
     # From the requested length, so a capped run (grading mode) evaluates only at its ends.
     eval_every = max(1, cfg.steps // 10) if cfg.eval_every is None else cfg.eval_every
-    params = [p for group in opt.param_groups for p in group["params"]]
+    params = [p for group in run.opt.param_groups for p in group["params"]]
     device = model_device(model)
-    bar = _Bar(steps, cfg.desc, enabled=cfg.progress and not grading_mode())
+    bar = _Bar(steps, cfg.desc, enabled=cfg.progress and not grading_mode() and run.is_main)
     running, count = torch.zeros((), device=device), 0
     model.train()
     with bar:
-        if eval_fn is not None:
+        bar.tqdm.update(first)
+        if eval_fn is not None and first == 0:
             bar.show(_evaluate(model, eval_fn, history, done=0))
-        for step in range(steps):
+        for step in range(first, steps):
             lr = lr_at(step, cfg.lr, steps, warmup, cfg.min_lr, cfg.schedule)
-            loss = _step(model, opt, params, loss_fn, to_device(stream.next(), device), lr, cfg)
-            running += loss
+            batch = to_device(stream.next(), device)
+            running += _step(run.net, run.opt, params, loss_fn, batch, lr, cfg)
             count, done = count + 1, step + 1
             if done % log_every == 0 or done == steps:
-                bar.show({"loss": _record_loss(history, running, count, done, lr, cfg.lr)}, done)
+                mean = running if run.parallel is None else run.parallel.mean(running)
+                bar.show({"loss": _record_loss(history, mean, count, done, lr, cfg.lr)}, done)
                 running.zero_()
                 count = 0
-            if eval_fn is not None and (done % eval_every == 0 or done == steps):
+            boundary = done % eval_every == 0 or done == steps
+            if eval_fn is not None and boundary:
                 bar.show(_evaluate(model, eval_fn, history, done))
+            if cfg.checkpoint is not None and boundary and run.is_main:
+                save_checkpoint(cfg.checkpoint, model, run.opt, step=done)
             history.steps = done
+
+
+def _resume(model: nn.Module, opt: torch.optim.Optimizer, cfg: TrainConfig) -> int:
+    """Load ``cfg.checkpoint`` (model and optimizer) if it exists; return the step to go on from."""
+    if cfg.checkpoint is None:
+        raise ValueError("resume=True needs checkpoint=PATH, the file to continue from.")
+    try:
+        ckpt = load_checkpoint(cfg.checkpoint, model, opt)
+    except FileNotFoundError:
+        return 0  # nothing saved yet: start from the beginning
+    return int(ckpt.get("step") or 0)
 
 
 def _step(model, opt, params, loss_fn, batch, lr: float, cfg: TrainConfig) -> Tensor:

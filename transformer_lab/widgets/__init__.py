@@ -15,6 +15,12 @@
     cross_attention_explorer  queries from one sequence over another's keys, with padding
     masked_row_explorer   a fully masked row: NaN spreading through layers with a naive softmax
     leak_explorer         perturb a future token and see which outputs change
+    patches_explorer      an image cut into P x P patches: the sequence a ViT reads, and its cost
+    vit_attention_explorer  where a trained ViT's [CLS] looks, per layer and head, and rollout
+    confusion_explorer    a classifier's confusion matrix and its misclassified digits
+    online_softmax_explorer  the online softmax block by block: running max, sum and output
+    attention_cost_explorer  memory and time of attention as T grows, naive vs tiled
+    receptive_field_explorer how far a sliding window sees through stacked layers
 
 Explorers whose idea is an exercise take the student's function as their first argument, e.g.
 ``softmax_explorer(softmax)``: it runs on the same inputs as the reference at every slider step,
@@ -60,6 +66,12 @@ _EXPLORERS = {
     "cross_attention_explorer": "cross_attention",
     "masked_row_explorer": "masked_rows",
     "leak_explorer": "leaks",
+    "patches_explorer": "vit",
+    "vit_attention_explorer": "vit",
+    "confusion_explorer": "vit",
+    "online_softmax_explorer": "scale",
+    "attention_cost_explorer": "scale",
+    "receptive_field_explorer": "scale",
 }
 
 __all__ = [*_EXPLORERS, "GradingPlaceholder"]

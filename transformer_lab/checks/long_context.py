@@ -1,0 +1,226 @@
+"""Checks for notebook 9, part 2: grouped-query attention, the cache's size, sliding windows.
+
+grouped_query_attention(q, k, v) -> (B, H, T, D); k, v have H_kv heads, H a multiple of H_kv
+kv_cache_bytes(n_layers, n_kv_heads, d_head, seq_len, batch=1, bytes_per_value=2) -> int
+sliding_window_mask(T, window) -> (T, T) bool, query t sees keys t - window + 1 .. t
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from transformer_lab import gqa as _gqa
+from transformer_lab import masks as _masks
+from transformer_lab.checks._core import Case, Mistake, Runner, describe_args, generator
+from transformer_lab.checks._integrity import Forbidden
+from transformer_lab.checks.patches import _expect_value_error, _hint
+from transformer_lab.checks.tiled import _TORCH_ATTENTION
+
+__all__ = ["check_grouped_query_attention", "check_kv_cache_bytes", "check_sliding_window_mask"]
+
+
+# ---------------------------------------------------------------------------------------------
+def _attend(q, k, v, scale=True):
+    s = q @ k.transpose(-2, -1)
+    if scale:
+        s = s / math.sqrt(q.shape[-1])
+    return torch.softmax(s, dim=-1) @ v
+
+
+def _gqa_mistakes(q, k, v) -> list[Mistake]:
+    H, H_kv = q.shape[1], k.shape[1]
+    group = H // H_kv
+    return [
+        Mistake(
+            "query head h reads key/value head h % H_kv (k.repeat tiles the heads); it should read "
+            "head h // (H / H_kv): consecutive query heads share one key/value head, so use "
+            "repeat_interleave",
+            lambda: _attend(q, k.repeat(1, group, 1, 1), v.repeat(1, group, 1, 1)),
+        ),
+        Mistake(
+            "every query head reads key/value head 0; query head h reads head h // (H / H_kv)",
+            lambda: _attend(q, k[:, :1], v[:, :1]),
+        ),
+        Mistake(
+            "the scores are not divided by sqrt(D)",
+            lambda: _attend(
+                q, k.repeat_interleave(group, 1), v.repeat_interleave(group, 1), scale=False
+            ),
+        ),
+        Mistake(
+            "the query heads of a group are averaged into one; each query head keeps its own "
+            "output, only the keys and values are shared",
+            lambda: _attend(q.unflatten(1, (H_kv, group)).mean(2), k, v).repeat_interleave(
+                group, 1
+            ),
+        ),
+        Mistake(
+            "keys are shared correctly but the values are not: repeat v exactly like k "
+            "(repeat_interleave over the head dimension)",
+            lambda: _attend(q, k.repeat_interleave(group, 1), v.repeat(1, group, 1, 1)),
+        ),
+    ]
+
+
+def check_grouped_query_attention(grouped_query_attention, hidden: bool = False) -> None:
+    """Check ``grouped_query_attention(q, k, v)`` against the repeated-heads formula."""
+    __tracebackhide__ = True
+    run = Runner(
+        "check_grouped_query_attention",
+        grouped_query_attention,
+        [
+            Forbidden(
+                "transformer_lab's grouped_query_attention", function=_gqa.grouped_query_attention
+            ),
+            _TORCH_ATTENTION,
+        ],
+        hidden,
+        _hint("grouped_query_attention(q, k, v)"),
+    )
+    g = generator(9903 if hidden else 903)
+    specs = [(2, 4, 2, 5, 7, 3), (1, 6, 3, 4, 4, 8), (2, 4, 1, 3, 6, 4), (1, 2, 2, 5, 5, 4)]
+    if hidden:
+        specs += [(3, 8, 2, 6, 9, 5), (1, 12, 4, 2, 3, 6)]
+    for B, H, H_kv, T, S, D in specs:
+        q = torch.randn(B, H, T, D, generator=g)
+        k, v = torch.randn(B, H_kv, S, D, generator=g), torch.randn(B, H_kv, S, D, generator=g)
+        case = Case(f"H={H}, H_kv={H_kv}", (q, k, v), {}, describe_args(q=q, k=k, v=v))
+        expected = _attend(q, k.repeat_interleave(H // H_kv, 1), v.repeat_interleave(H // H_kv, 1))
+        out = run.expect_tensor(run.call(case), case, expected.shape, expected.dtype, "output")
+        if not run.close(out, expected, 1e-5, 1e-5):
+            run.fail(
+                run.diagnose(out, _gqa_mistakes(q, k, v), 1e-5, 1e-5)
+                or run.mismatch(out, expected),
+                case,
+            )
+    q, k = torch.zeros(1, 6, 2, 4), torch.zeros(1, 4, 2, 4)
+    bad = Case("H=6 query heads, H_kv=4", (q, k, k), {}, "q (1, 6, 2, 4), k and v (1, 4, 2, 4)")
+    _expect_value_error(
+        run,
+        lambda: grouped_query_attention(q.clone(), k.clone(), k.clone()),
+        bad,
+        ["6", "4"],
+        "H not a multiple of H_kv",
+    )
+    run.passed()
+
+
+# ---------------------------------------------------------------------------------------------
+def check_kv_cache_bytes(kv_cache_bytes, hidden: bool = False) -> None:
+    """Check ``kv_cache_bytes(n_layers, n_kv_heads, d_head, seq_len, batch=1, bytes_per_value=2)``."""
+    __tracebackhide__ = True
+    signature = "kv_cache_bytes(n_layers, n_kv_heads, d_head, seq_len, batch=1, bytes_per_value=2)"
+    forbidden = [Forbidden("transformer_lab's kv_cache_bytes", function=_gqa.kv_cache_bytes)]
+    run = Runner("check_kv_cache_bytes", kv_cache_bytes, forbidden, hidden, _hint(signature))
+    specs = [  # the first case tells every factor apart (2, batch 3, 8 bytes, 32 layers)
+        ((32, 8, 128, 100), {"batch": 3, "bytes_per_value": 8}),
+        ((12, 12, 64, 1024), {}),
+        ((80, 8, 128, 4096), {"batch": 4}),
+        ((4, 4, 32, 64), {"bytes_per_value": 4}),
+    ]
+    specs += [((2, 1, 16, 10), {})]
+    if hidden:
+        specs += [
+            ((48, 8, 128, 32768), {"batch": 2}),
+            ((6, 3, 24, 77), {"batch": 5, "bytes_per_value": 1}),
+        ]
+    for args, kwargs in specs:
+        L, H_kv, D, T = args
+        B, nbytes = kwargs.get("batch", 1), kwargs.get("bytes_per_value", 2)
+        described = ", ".join(
+            [f"n_layers={L}, n_kv_heads={H_kv}, d_head={D}, seq_len={T}"]
+            + [f"{k}={v}" for k, v in kwargs.items()]
+        )
+        case = Case(described, args, kwargs, described)
+        expected = 2 * L * H_kv * D * T * B * nbytes
+        value = run.call(case)
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or (isinstance(value, float) and not value.is_integer())
+        ):
+            run.fail(
+                f"expected a whole number of bytes (an int), but your function returned {value!r}.",
+                case,
+            )
+        if isinstance(value, float):
+            run.fail(
+                f"return an int (a count of bytes), not the float {value!r}; use // or int().", case
+            )
+        if value == expected:
+            continue
+        known = [
+            (
+                expected // 2,
+                "the factor 2 is missing: the cache holds a key AND a value per layer, head and token",
+            ),
+            (expected * 8, "that is bits, not bytes: bytes_per_value already counts bytes"),
+            (
+                expected // nbytes,
+                "bytes_per_value is missing: each stored number takes bytes_per_value bytes",
+            ),
+            (expected // B, "the batch is missing: every sequence of the batch has its own cache"),
+            (expected // L, "n_layers is missing: every layer keeps its own keys and values"),
+            (expected // (B * nbytes), "both the batch and bytes_per_value are missing"),
+            (
+                expected // 2 // nbytes,
+                "the factor 2 (keys and values) and bytes_per_value are missing",
+            ),
+            (2 * L * H_kv * D * T * B * 2, "bytes_per_value is ignored (2 used for every dtype)"),
+        ]
+        matches = {message for n, message in known if n == value and n != expected}
+        hint = matches.pop() if len(matches) == 1 else None  # two explanations fit: name neither
+        run.fail(
+            hint
+            or f"expected {expected:,} bytes = 2 x {L} x {H_kv} x {D} x {T} x {B} x {nbytes}, "
+            f"but yours gives {value:,}.",
+            case,
+        )
+    run.passed()
+
+
+# ---------------------------------------------------------------------------------------------
+def _window_mistakes(T: int, w: int) -> list[Mistake]:
+    ones = torch.ones(T, T, dtype=torch.bool)
+    band = ones.tril() & ~ones.tril(-w)
+    return [
+        Mistake("off by one: each query sees window + 1 keys; it should see exactly window keys (itself included)",
+                lambda: ones.tril() & ~ones.tril(-w - 1)),
+        Mistake("off by one: each query sees window - 1 keys; it should see exactly window keys (itself included)",
+                lambda: ones.tril() & ~ones.tril(-w + 1)),
+        Mistake("the window is not causal: keys after the query are visible; keep the lower triangle (s <= t)",
+                lambda: ~ones.tril(-w) & ~ones.triu(w)),
+        Mistake("the polarity is reversed: True must mean 'may attend'", lambda: ~band),
+        Mistake("the mask is transposed: row t is query t, which may attend to the keys just before it",
+                lambda: band.T),
+        Mistake("the window is measured from the start (keys 0..window-1); it slides with the "
+                "query: t - window + 1 .. t",
+                lambda: ones.tril() & (torch.arange(T)[None, :] < w)),
+        Mistake("that is the plain causal mask: limit it to the last window keys", lambda: ones.tril()),
+    ]  # fmt: skip
+
+
+def check_sliding_window_mask(sliding_window_mask, hidden: bool = False) -> None:
+    """Check ``sliding_window_mask(T, window)``: (T, T) bool, True for t - window < s <= t."""
+    __tracebackhide__ = True
+    run = Runner("check_sliding_window_mask", sliding_window_mask,
+                 [Forbidden("transformer_lab's sliding_window_mask", function=_masks.sliding_window_mask)],
+                 hidden, _hint("sliding_window_mask(T, window)"))  # fmt: skip
+    specs = [(7, 3), (5, 1), (6, 6), (4, 9), (8, 2)] + (
+        [(13, 4), (20, 7), (3, 2)] if hidden else []
+    )
+    for T, w in specs:
+        case = Case(f"T={T}, window={w}", (T, w), {}, f"T={T}, window={w}")
+        expected = _masks.sliding_window_mask(T, w)
+        out = run.expect_tensor(run.call(case), case, (T, T), torch.bool, "mask")
+        if not torch.equal(out, expected):
+            run.fail(
+                run.diagnose(out, _window_mistakes(T, w), 0, 0)
+                or run.mismatch(out, expected, "mask"),
+                case,
+            )
+    bad = Case("window=0", (5, 0), {}, "T=5, window=0")
+    _expect_value_error(run, lambda: sliding_window_mask(5, 0), bad, ["0"], "a window of 0 keys")
+    run.passed()

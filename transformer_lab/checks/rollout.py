@@ -1,0 +1,116 @@
+"""Checks for notebook 8, part 3: attention rollout.
+
+attention_rollout(attentions) -> (B, T, T), attentions a list of (B, H, T, T), first layer first
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from transformer_lab import interpret as _interpret
+from transformer_lab.checks._core import Case, Mistake, Runner, generator
+from transformer_lab.checks._integrity import Forbidden
+from transformer_lab.checks.patches import _hint
+
+__all__ = ["check_attention_rollout"]
+
+
+# ---------------------------------------------------------------------------------------------
+# attention rollout
+def _random_attentions(g: torch.Generator, L: int, B: int, H: int, T: int) -> list[Tensor]:
+    return [torch.softmax(2.0 * torch.randn(B, H, T, T, generator=g), dim=-1) for _ in range(L)]
+
+
+def _rollout_mistakes(attentions: list[Tensor]) -> list[Mistake]:
+    T = attentions[0].shape[-1]
+    eye = torch.eye(T)
+
+    def compose(layers: list[Tensor], right_to_left: bool = True) -> Tensor:
+        out = layers[0]
+        for a in layers[1:]:
+            out = a @ out if right_to_left else out @ a
+        return out
+
+    mixed = [0.5 * a.mean(dim=1) + 0.5 * eye for a in attentions]
+    return [
+        Mistake(
+            "the product is in the wrong order: later layers go on the left, R = A_L ... A_2 A_1 "
+            "(rollout = mixed @ rollout)",
+            lambda: compose(mixed, right_to_left=False),
+        ),
+        Mistake(
+            "the residual path is missing: mix each layer's head-averaged weights with the "
+            "identity, 0.5 * W + 0.5 * I, before multiplying",
+            lambda: compose([a.mean(dim=1) for a in attentions]),
+        ),
+        Mistake(
+            "after adding the identity the rows sum to 2, not 1: renormalise each layer (or use "
+            "0.5 * W + 0.5 * I)",
+            lambda: compose([a.mean(dim=1) + eye for a in attentions]),
+        ),
+        Mistake(
+            "the heads are fused with a max; average them (mean over dim 1)",
+            lambda: compose([0.5 * a.amax(dim=1) + 0.5 * eye for a in attentions]),
+        ),
+        Mistake(
+            "only the last layer is used; compose every layer's mixed weights",
+            lambda: mixed[-1],
+        ),
+        Mistake(
+            "the layers are summed (or averaged) instead of multiplied; information flows through "
+            "them in sequence, so compose them with matrix products",
+            lambda: sum(mixed) / len(mixed),
+        ),
+        Mistake(
+            "the layers are summed instead of multiplied; compose them with matrix products",
+            lambda: sum(mixed),
+        ),
+        Mistake(
+            "the first layer is left out of the product (the loop starts at layer 1 with an "
+            "identity?); include every layer",
+            lambda: compose(mixed[1:]) if len(mixed) > 1 else eye.expand_as(mixed[0]),
+        ),
+    ]
+
+
+def check_attention_rollout(attention_rollout, hidden: bool = False) -> None:
+    """Check ``attention_rollout(attentions)``: list of (B, H, T, T) -> (B, T, T)."""
+    __tracebackhide__ = True
+    run = Runner(
+        "check_attention_rollout",
+        attention_rollout,
+        [Forbidden("transformer_lab's attention_rollout", function=_interpret.attention_rollout)],
+        hidden,
+        _hint("attention_rollout(attentions)"),
+    )
+    g = generator(9804 if hidden else 804)
+    specs = [(3, 2, 2, 5), (1, 1, 3, 4), (2, 3, 1, 6), (4, 1, 4, 3)]
+    if hidden:
+        specs += [(6, 2, 3, 7), (5, 3, 2, 9)]
+    for L, B, H, T in specs:
+        attentions = _random_attentions(g, L, B, H, T)
+        case = Case(
+            f"{L} layers of (B={B}, H={H}, T={T})", (attentions,), {}, f"{L} x ({B}, {H}, {T}, {T})"
+        )
+        expected = _interpret.attention_rollout(attentions)
+        value = run.call(case)
+        if isinstance(value, (list, tuple)):
+            run.fail(
+                f"expected one (B, T, T) tensor (the composed rollout), but your function "
+                f"returned a {type(value).__name__} of length {len(value)}.",
+                case,
+            )
+
+        def shape_hint(got: tuple, B=B, T=T) -> str | None:
+            if got == (B, T):
+                return "that is one row ([CLS]'s); return the whole (B, T, T) matrix"
+            if len(got) == 4:
+                return "the heads are still there: average them (dim 1) in every layer"
+            return None
+
+        out = run.expect_tensor(value, case, expected.shape, expected.dtype, "rollout", shape_hint)
+        if not run.close(out, expected, 1e-5, 1e-5):
+            message = run.diagnose(out, _rollout_mistakes(attentions), 1e-5, 1e-5)
+            run.fail(message or run.mismatch(out, expected, "rollout"), case)
+    run.passed()
