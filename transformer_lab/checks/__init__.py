@@ -35,7 +35,11 @@ Exercises and signatures:
     check_sinusoidal_encoding            sinusoidal_encoding(n_positions, d_model, base=10000.0) -> (T, C)
     check_causal_mask                    causal_mask(T) -> (T, T) bool, True = may attend
     check_padding_mask                   padding_mask(lengths, S) -> (B, 1, 1, S) bool
-    check_layer_norm                     layer_norm(x, weight, bias, eps=1e-5)
+    check_layer_norm                     layer_norm(x, gain, bias, eps=1e-5)
+    check_mlp                            mlp(x, w_1, b_1, w_2, b_2) = GELU(x W_1 + b_1) W_2 + b_2
+    check_encoder_block                  encoder_block(x, layer, norm_first, mask=None), layer = sublayers_of(...)
+    check_decoder_block                  decoder_block(x, memory, layer, norm_first, memory_mask=None)
+    check_count_parameters               count_parameters(config) -> int
     check_self_attention_macs            self_attention_macs(T, C, D) -> int multiply-adds
     check_to_torch_mha                   to_torch_mha(w_q, w_k, w_v, w_o, n_heads) -> nn.MultiheadAttention
     check_shift_matrix                   shift_matrix(k, d_model, base=10000.0) -> (C, C), p_t M_k = p_(t+k)
@@ -51,6 +55,7 @@ from transformer_lab.checks import blocks as _blocks_checks
 from transformer_lab.checks import heads as _heads_checks
 from transformer_lab.checks import masks as _masks_checks
 from transformer_lab.checks import positional as _positional_checks
+from transformer_lab.checks import residual as _residual_checks
 from transformer_lab.checks.attention import (
     check_cross_attention,
     check_scaled_dot_product_attention,
@@ -58,7 +63,7 @@ from transformer_lab.checks.attention import (
     check_self_attention_macs,
     check_softmax,
 )
-from transformer_lab.checks.blocks import check_layer_norm
+from transformer_lab.checks.blocks import check_layer_norm, check_mlp
 from transformer_lab.checks.heads import (
     check_merge_heads,
     check_multi_head_attention,
@@ -76,6 +81,13 @@ from transformer_lab.checks.positional import (
     check_offset_dot_product,
     check_shift_matrix,
     check_sinusoidal_encoding,
+)
+from transformer_lab.checks.residual import (
+    Sublayers,
+    check_count_parameters,
+    check_decoder_block,
+    check_encoder_block,
+    sublayers_of,
 )
 
 __all__ = [
@@ -97,6 +109,12 @@ __all__ = [
     "check_apply_rope",
     "check_future_leaks",
     "check_pad_and_truncate",
+    "check_mlp",
+    "check_encoder_block",
+    "check_decoder_block",
+    "check_count_parameters",
+    "Sublayers",
+    "sublayers_of",
     "verify_integrity",
 ]
 
@@ -115,6 +133,7 @@ for _module in (
     _masks_checks,
     _positional_checks,
     _blocks_checks,
+    _residual_checks,
     _integrity,
 ):
     _integrity.seal(_module.__name__)

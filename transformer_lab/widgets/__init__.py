@@ -7,6 +7,8 @@
     positional_explorer   sinusoidal encodings: the table, similarity against offset, the clocks
     mask_explorer         causal and padding masks, combined, and the weights they leave
     sampling_explorer     temperature, top-k and top-p on a next-token distribution
+    layer_norm_explorer   one token before and after layer norm (optionally your own layer_norm)
+    residual_explorer     the residual stream's norm and each branch's share, pre- vs post-norm
 
 Each call returns an ``ipywidgets`` widget (an :class:`~transformer_lab.widgets._common.Explorer`)
 with ``.controls`` (name -> control; set ``.value`` to drive it), ``.figure`` (the matplotlib
@@ -38,6 +40,8 @@ _EXPLORERS = {
     "positional_explorer": "positional",
     "mask_explorer": "masks",
     "sampling_explorer": "sampling",
+    "layer_norm_explorer": "blocks",
+    "residual_explorer": "blocks",
 }
 
 __all__ = [*_EXPLORERS, "GradingPlaceholder"]
