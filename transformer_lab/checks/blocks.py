@@ -171,7 +171,7 @@ def check_layer_norm(layer_norm, hidden: bool = False) -> None:
         specs += [
             ("4-D input", r(2, 2, 3, 16) * 3 - 2, r(16), r(16), None),
             ("one token", r(1, 1, 5), r(5), r(5), 1e-3),
-            ("large offset", r(3, 4, 12) + 50.0, r(12), r(12), None),
+            ("an offset of 10", r(3, 4, 12) + 10.0, r(12), r(12), None),
         ]
     for name, x, w, b, eps in specs:
         kwargs = {} if eps is None else {"eps": eps}
@@ -282,7 +282,8 @@ def check_mlp(mlp, hidden: bool = False) -> None:
         b1 = torch.randn(d_ff, generator=g) * 0.5
         w2 = torch.randn(d_ff, C, generator=g) / math.sqrt(d_ff)
         b2 = torch.randn(C, generator=g) * 0.5
-        torch_mlp = nn.Sequential(nn.Linear(C, d_ff), nn.GELU(), nn.Linear(d_ff, C))
+        with torch.random.fork_rng(devices=[]):  # building nn.Linear draws from the global RNG
+            torch_mlp = nn.Sequential(nn.Linear(C, d_ff), nn.GELU(), nn.Linear(d_ff, C))
         with torch.no_grad():  # nn.Linear stores W as (out, in): our row-vector W transposed
             torch_mlp[0].weight.copy_(w1.T)
             torch_mlp[0].bias.copy_(b1)

@@ -273,14 +273,15 @@ def _block_cases(
     hidden: bool, decoder: bool
 ) -> list[tuple[str, int, int, int, int, int, bool, bool]]:
     """(name, B, T, S, C, H, norm_first, masked)."""
-    cases = [
+    # The decoder's first case has S = T: slips that mix up x and memory then give a wrong
+    # output (which can be named) rather than a shape error.
+    cases = [("pre-norm, S = T", 2, 4, 4, 8, 2, True, True)] if decoder else []
+    cases += [
         ("pre-norm", 2, 5, 4, 8, 2, True, False),
         ("post-norm", 2, 5, 4, 8, 2, False, False),
         ("pre-norm, padding mask", 2, 6, 5, 8, 2, True, True),
         ("post-norm, padding mask", 2, 6, 5, 8, 2, False, True),
     ]
-    if decoder:
-        cases.append(("pre-norm, S = T", 1, 4, 4, 8, 2, True, True))
     if hidden:
         cases += [
             ("pre-norm, 4 heads", 3, 7, 3, 16, 4, True, True),
@@ -351,14 +352,17 @@ def _decoder(
     self_on_memory=False,
     causal_cross=False,
     mask_swap=False,
+    swap_cross=False,
     norms=(0, 1, 2),
 ) -> Tensor:
     """The decoder block with one deliberate mistake switched on."""
     T = x.shape[1]
     self_mask = _causal(T) if isinstance(causal, str) else causal
     mm = memory_mask if use_memory_mask else None
-    if causal_cross:
-        mm = _causal(T) if mm is None else mm & _causal(T)
+    if causal_cross == "instead" or (causal_cross and mm is None):
+        mm = _causal(T)
+    elif causal_cross:
+        mm = mm & _causal(T)
     if mask_swap:
         self_mask, mm = memory_mask, self_mask
     all_norms = (L.self_attn_norm, L.cross_attn_norm, L.mlp_norm)
@@ -374,7 +378,8 @@ def _decoder(
         if not cross:
             return x
         h = n_cross(x) if pre else x
-        a = L.cross_attn(h, n_cross(memory) if norm_memory else memory, mm)
+        mem = n_cross(memory) if norm_memory else memory
+        a = L.cross_attn(mem, h, mm) if swap_cross else L.cross_attn(h, mem, mm)
         if not cross_residual:
             return a if pre else n_cross(a)
         return x + a if pre else n_cross(x + a)
@@ -441,6 +446,19 @@ _DECODER_MISTAKES: list[tuple[str, dict[str, Any], bool]] = [
         "the cross-attention is causal too: the whole source is known, so only memory_mask (the "
         "source's padding) applies to it",
         {"causal_cross": True},
+        False,
+    ),
+    (
+        "the cross-attention gets the causal mask instead of memory_mask: the whole source is "
+        "known, so only memory_mask (the source's padding) applies to it",
+        {"causal_cross": "instead"},
+        True,
+    ),
+    (
+        "the cross-attention's queries come from memory and its keys and values from x; the "
+        "decoder asks (queries from its stream x), the memory answers: cross_attn(h, memory, "
+        "memory_mask)",
+        {"swap_cross": True},
         False,
     ),
     (
@@ -662,11 +680,11 @@ def _count_cases(hidden: bool) -> list[tuple[str, dict]]:
     base = dict(n_segments=0, cross_attention=False)
     cases = [
         (
-            "a small BERT",
+            "a small BERT with three segment types",
             dict(
                 vocab_size=101,
                 max_len=17,
-                n_segments=2,
+                n_segments=3,
                 n_layers=3,
                 n_heads=2,
                 d_model=12,
@@ -761,10 +779,10 @@ def check_count_parameters(count_parameters, hidden: bool = False) -> None:
         if isinstance(got, bool):
             run.fail("return the number of parameters as an int, not a bool.", case)
         if got != expected:
-            message = next(
-                (msg for msg, opts in _COUNT_MISTAKES if _count_formula(config, **opts) == got),
-                None,
-            )
+            found = [msg for msg, opts in _COUNT_MISTAKES if _count_formula(config, **opts) == got]
+            message = found[0] if len(found) == 1 else None
+            if len(found) > 1:  # two slips give this number here: name both, claim neither
+                message = "one of these: " + "; or ".join(found)
             off = f"yours is {got:,}, PyTorch's modules of these sizes have {expected:,} ({got - expected:+,})"
             run.fail(f"{message}; {off}" if message else off, case)
     run.passed()
