@@ -184,17 +184,8 @@ def layer_norm_explorer(
 # ---------------------------------------------------------------------------------------------
 # the residual stream
 def _parts(block: Any) -> tuple[Any, Any, Any, Any]:
-    """(attention, norm before/after it, MLP, its norm) of a package block, either naming."""
-
-    def first(*names: str) -> Any:
-        return next(getattr(block, n) for n in names if getattr(block, n, None) is not None)
-
-    return (
-        block.self_attn,
-        first("self_attn_norm", "norm1"),
-        first("mlp", "ffn"),
-        first("mlp_norm", "norm2"),
-    )
+    """(attention, its norm, MLP, its norm) of a :class:`~transformer_lab.blocks.Block`."""
+    return block.self_attn, block.self_attn_norm, block.mlp, block.mlp_norm
 
 
 @torch.no_grad()
@@ -222,20 +213,13 @@ def stream_norms(blocks: Any, x: Tensor, norm_first: bool) -> dict[str, np.ndarr
 
 
 def _stack(n_layers: int, d_model: int, n_heads: int, norm_first: bool, seed: int) -> list:
-    from transformer_lab import blocks
+    """``n_layers`` seeded reference blocks (the notebook's global RNG is left alone)."""
+    from transformer_lab.blocks import Block
 
-    make = getattr(blocks, "Block", None)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        if make is not None:
-            return [
-                make(d_model, n_heads, 4 * d_model, norm_first=norm_first).eval()
-                for _ in range(n_layers)
-            ]
         return [
-            blocks.EncoderBlock(
-                d_model, n_heads, 4 * d_model, activation="gelu", norm_first=norm_first
-            ).eval()
+            Block(d_model, n_heads, 4 * d_model, norm_first=norm_first).eval()
             for _ in range(n_layers)
         ]
 
