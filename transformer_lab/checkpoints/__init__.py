@@ -32,7 +32,7 @@ PRETRAINED = {
 
 
 def checkpoint_path(name: str) -> Path:
-    """The file of a shipped checkpoint (``"tiny_gpt"`` or ``"vit_digits"``)."""
+    """The file of a shipped checkpoint (``"tiny_gpt"``, ``"vit_digits"`` or ``"seq2seq_numbers"``)."""
     if name not in PRETRAINED:
         raise ValueError(f"name must be one of {sorted(PRETRAINED)}, but received {name!r}.")
     path = Path(str(resources.files(__name__).joinpath(PRETRAINED[name])))
