@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from transformer_lab import checks
-from transformer_lab.checks.residual import reference_count
+from transformer_lab.checks.sizes import reference_count
 
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTION = ROOT / "solutions" / "05_transformer_block" / "05_transformer_block.ipynb"

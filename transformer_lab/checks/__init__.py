@@ -52,10 +52,12 @@ Exercises and signatures:
 from transformer_lab.checks import _core, _integrity
 from transformer_lab.checks import attention as _attention_checks
 from transformer_lab.checks import blocks as _blocks_checks
+from transformer_lab.checks import decoder as _decoder_checks
 from transformer_lab.checks import heads as _heads_checks
 from transformer_lab.checks import masks as _masks_checks
 from transformer_lab.checks import positional as _positional_checks
 from transformer_lab.checks import residual as _residual_checks
+from transformer_lab.checks import sizes as _sizes_checks
 from transformer_lab.checks.attention import (
     check_cross_attention,
     check_scaled_dot_product_attention,
@@ -64,6 +66,7 @@ from transformer_lab.checks.attention import (
     check_softmax,
 )
 from transformer_lab.checks.blocks import check_layer_norm, check_mlp
+from transformer_lab.checks.decoder import check_decoder_block
 from transformer_lab.checks.heads import (
     check_merge_heads,
     check_multi_head_attention,
@@ -82,13 +85,8 @@ from transformer_lab.checks.positional import (
     check_shift_matrix,
     check_sinusoidal_encoding,
 )
-from transformer_lab.checks.residual import (
-    Sublayers,
-    check_count_parameters,
-    check_decoder_block,
-    check_encoder_block,
-    sublayers_of,
-)
+from transformer_lab.checks.residual import Sublayers, check_encoder_block, sublayers_of
+from transformer_lab.checks.sizes import check_count_parameters
 
 __all__ = [
     "check_softmax",
@@ -134,6 +132,8 @@ for _module in (
     _positional_checks,
     _blocks_checks,
     _residual_checks,
+    _decoder_checks,
+    _sizes_checks,
     _integrity,
 ):
     _integrity.seal(_module.__name__)
