@@ -1,5 +1,6 @@
 """Notebook 05 through `tlab grade` end to end: released into a temporary course, the full
-solution scores 10/10 and the untouched student notebook 0, both graded (not crashed)."""
+solution scores 10/10, the untouched student notebook 0, and a student who answered only
+exercises 1 and 5 gets their 4 points; all graded (not crashed)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import shutil
 import time
 from pathlib import Path
 
+import nbformat
 import pytest
 
 from transformer_lab import cli
@@ -27,14 +29,34 @@ def course(tmp_path_factory):
     assert cli.main(["--root", str(root), "release"]) == 0
     for student, source in (("solution", root / "solutions"), ("untouched", root / "notebooks")):
         shutil.copytree(source / A, root / "submitted" / student / A)
+    _submit_partial(root, answered=("layer_norm_impl", "count_parameters_impl"))
     return root
+
+
+def _grade_id(cell) -> str | None:
+    return cell.metadata.get("nbgrader", {}).get("grade_id")
+
+
+def _submit_partial(root: Path, answered: tuple[str, ...]) -> None:
+    """The released notebook with the solution's code in the given answer cells only."""
+    solution = nbformat.read(root / "solutions" / A / f"{A}.ipynb", as_version=4)
+    answers = {_grade_id(c): c.source for c in solution.cells if _grade_id(c) in answered}
+    released = nbformat.read(root / "notebooks" / A / f"{A}.ipynb", as_version=4)
+    for cell in released.cells:
+        if _grade_id(cell) in answers:
+            cell.source = "\n".join(
+                line for line in answers[_grade_id(cell)].splitlines() if "### " not in line
+            )
+    folder = root / "submitted" / "partial" / A
+    folder.mkdir(parents=True)
+    nbformat.write(released, folder / f"{A}.ipynb")
 
 
 def test_full_solution_gets_10_and_untouched_gets_0(course):
     started = time.monotonic()
     report = grade(course, A, GradeOptions(timeout=60, budget=240.0, quiet=True, feedback=False))
     print(
-        f"\n{A}: graded 2 submissions in {time.monotonic() - started:.1f} s "
+        f"\n{A}: graded 3 submissions in {time.monotonic() - started:.1f} s "
         f"({', '.join(f'{s}: {r.seconds}s' for s, r in sorted(report.students.items()))})"
     )
     solution, untouched = report.students["solution"], report.students["untouched"]
@@ -45,6 +67,8 @@ def test_full_solution_gets_10_and_untouched_gets_0(course):
     assert report.max_score == 10
     assert solution.score == 10, solution
     assert untouched.score == 0, untouched
+    partial = report.students["partial"]
+    assert partial.status == GRADED and partial.score == 4, partial
 
 
 def test_released_notebook_is_the_repository_one(course):
