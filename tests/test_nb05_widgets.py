@@ -4,6 +4,10 @@ without the student's function) and the residual-stream explorer."""
 from __future__ import annotations
 
 import io
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -150,3 +154,19 @@ def test_stream_norms_follow_the_blocks_themselves():
 def test_residual_explorer_bad_input(kwargs):
     with pytest.raises(ValueError):
         tw.residual_explorer(**kwargs)
+
+
+def test_under_grading_neither_ipywidgets_nor_matplotlib_is_imported():
+    code = (
+        "import sys, transformer_lab.widgets as w\n"
+        "outs = [w.layer_norm_explorer(lambda *a: None), w.residual_explorer()]\n"
+        "assert all(type(o).__name__ == 'GradingPlaceholder' for o in outs), outs\n"
+        "assert 'ipywidgets' not in sys.modules and 'matplotlib' not in sys.modules\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "NBGRADER_EXECUTION"}
+    env["TLAB_GRADING"] = "1"
+    root = Path(__file__).resolve().parents[1]
+    run = subprocess.run(
+        [sys.executable, "-c", code], cwd=root, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert run.returncode == 0, run.stderr
