@@ -97,6 +97,15 @@ def enc_loop(x, layer, norm_first, mask=None):
     return x
 
 
+def enc_keywords(x, layer, norm_first, mask=None):
+    """Self-attention called with key_value left out, like MultiHeadAttention.forward."""
+    if norm_first:
+        x = x + layer.self_attn(layer.self_attn_norm(x), mask=mask)
+        return x + layer.mlp(layer.mlp_norm(x))
+    x = layer.self_attn_norm(x + layer.self_attn(x, mask=mask))
+    return layer.mlp_norm(x + layer.mlp(x))
+
+
 def dec_good(x, memory, layer, norm_first, memory_mask=None):
     causal = _causal(x.shape[1])
     if norm_first:
@@ -152,6 +161,7 @@ GOOD = [
     (checks.check_mlp, mlp_linear),
     (checks.check_encoder_block, enc_good),
     (checks.check_encoder_block, enc_loop),
+    (checks.check_encoder_block, enc_keywords),
     (checks.check_decoder_block, dec_good),
     (checks.check_decoder_block, dec_helper),
     (checks.check_count_parameters, count_good),
@@ -415,6 +425,13 @@ def enc_extra_norm(x, layer, norm_first, mask=None):
     return layer.mlp_norm(out) if norm_first else out
 
 
+def enc_mask_second(x, layer, norm_first, mask=None):
+    if norm_first:
+        x = x + layer.self_attn(layer.self_attn_norm(x), mask)  # the mask lands in key_value
+        return x + layer.mlp(layer.mlp_norm(x))
+    return enc_good(x, layer, norm_first, mask)
+
+
 def enc_returns_tuple(x, layer, norm_first, mask=None):
     return enc_good(x, layer, norm_first, mask), None
 
@@ -609,6 +626,7 @@ CATALOGUE = [
     (checks.check_encoder_block, enc_no_mask, "mask is not passed"),
     (checks.check_encoder_block, enc_extra_norm, "norm after the block"),
     (checks.check_encoder_block, enc_returns_tuple, "must be a torch.Tensor"),
+    (checks.check_encoder_block, enc_mask_second, "received a boolean tensor"),
     (checks.check_decoder_block, dec_bug(self_mask="none"), "not causal"),
     (checks.check_decoder_block, dec_bug(self_mask="reversed"), "polarity"),
     (checks.check_decoder_block, dec_bug(self_mask="strict"), "excludes the diagonal"),

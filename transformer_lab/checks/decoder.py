@@ -19,12 +19,12 @@ import torch
 from torch import Tensor
 
 from transformer_lab.checks._core import Case, Mistake, Runner, describe_args, generator
-from transformer_lab.checks.attention import _signature_hint
 from transformer_lab.checks.residual import (
     ATOL,
     RTOL,
     Sublayers,
     _block_cases,
+    _error_hint,
     _forbidden,
     _padding,
     _shape_hint,
@@ -232,9 +232,7 @@ def check_decoder_block(decoder_block, hidden: bool = False) -> None:
         decoder_block,
         _forbidden(),
         hidden,
-        lambda e, c: _signature_hint(
-            e, "decoder_block(x, memory, layer, norm_first, memory_mask=None)"
-        ),
+        _error_hint("decoder_block(x, memory, layer, norm_first, memory_mask=None)"),
     )
     g = generator(9525 if hidden else 525)
     for name, B, T, S, C, H, pre, masked in _block_cases(hidden, decoder=True):

@@ -38,7 +38,7 @@ ATOL, RTOL = 2e-5, 1e-4
 class Sublayers:
     """The parts of one block, as functions of tensors (names as in ``transformer_lab.blocks.Block``).
 
-    ``self_attn(query, key_value, mask=None)`` and ``cross_attn(query, key_value, mask=None)``:
+    ``self_attn(query, key_value=None, mask=None)`` and ``cross_attn(query, key_value, mask=None)``:
     multi-head attention with its own projections, (B, T, C) and (B, S, C) -> (B, T, C); the
     mask is boolean, True = may attend, broadcastable to (B, H, T, S). ``mlp(x)``: the
     position-wise MLP. ``self_attn_norm``, ``cross_attn_norm``, ``mlp_norm``: layer norms.
@@ -53,13 +53,22 @@ class Sublayers:
 
 
 def _attention_fn(mha: nn.MultiheadAttention) -> Callable[..., Tensor]:
-    def attend(query: Tensor, key_value: Tensor, mask: Tensor | None = None) -> Tensor:
+    def attend(
+        query: Tensor, key_value: Tensor | None = None, mask: Tensor | None = None
+    ) -> Tensor:
+        if key_value is None:  # self-attention, as in MultiHeadAttention.forward
+            key_value = query
+        if torch.is_tensor(key_value) and key_value.dtype == torch.bool:
+            raise ValueError(
+                "the attention's second input is the (B, S, C) sequence to attend to, but it "
+                "received a boolean tensor: call it as (query, key_value, mask) or pass mask=..."
+            )
         B, T, S, H = query.shape[0], query.shape[1], key_value.shape[1], mha.num_heads
         blocked = None
         if mask is not None:
             if mask.dtype != torch.bool:
-                raise TypeError(
-                    f"mask must be a boolean tensor (True = may attend), but received dtype {mask.dtype}."
+                raise ValueError(
+                    f"the mask must be boolean (True = may attend), but it has dtype {mask.dtype}."
                 )
             allowed = torch.broadcast_to(mask, (B, H, T, S)).reshape(B * H, T, S)
             blocked = ~allowed  # torch's convention: True = may NOT attend
@@ -131,6 +140,21 @@ def _forbidden() -> list[Forbidden]:
     }
     items.append(Forbidden("PyTorch's TransformerEncoderLayer/DecoderLayer", codes=codes))
     return items
+
+
+def _error_hint(signature: str) -> Callable[[BaseException, Case], str]:
+    """A hint for an error raised inside the student's block: a sublayer called the wrong way,
+    or the student's own signature."""
+
+    def hint(exc: BaseException, case: Case) -> str:
+        if "attend()" in str(exc):
+            return (
+                "call the sublayers as layer.self_attn(query, key_value, mask), "
+                "layer.cross_attn(query, key_value, mask), layer.mlp(x) and the norms as norm(x)"
+            )
+        return _signature_hint(exc, signature)
+
+    return hint
 
 
 def _shape_hint(got: tuple) -> str:
@@ -296,7 +320,7 @@ def check_encoder_block(encoder_block, hidden: bool = False) -> None:
         encoder_block,
         _forbidden(),
         hidden,
-        lambda e, c: _signature_hint(e, "encoder_block(x, layer, norm_first, mask=None)"),
+        _error_hint("encoder_block(x, layer, norm_first, mask=None)"),
     )
     g = generator(9515 if hidden else 515)
     for name, B, T, _S, C, H, pre, masked in _block_cases(hidden, decoder=False):
