@@ -9,7 +9,10 @@ that length. Accuracy is reported per length so a weak spot cannot hide in the a
 
 Target: exact-match accuracy >= 95% on the held-out numbers within 60 s of training.
 
-    python benchmarks/bench_seq2seq.py [--quick]
+    python benchmarks/bench_seq2seq.py [--quick] [--save]
+
+``--save`` writes the trained model to transformer_lab/checkpoints/seq2seq_numbers.pt, the
+checkpoint notebook 05 decodes with (``load_pretrained("seq2seq_numbers")``).
 """
 
 from __future__ import annotations
@@ -17,14 +20,15 @@ from __future__ import annotations
 import torch
 
 # _common also puts the repository on sys.path, so the scripts run without installing.
-from _common import base_parser, finish, setup, timer, verdict
+from _common import CHECKPOINT_DIR, base_parser, finish, setup, timer, verdict
 
 from transformer_lab.data import NumberTranslation, TranslationBatch, number_to_words
 from transformer_lab.models import Seq2SeqConfig, Seq2SeqTransformer
-from transformer_lab.train import model_loss, seed_everything, train
+from transformer_lab.train import model_loss, save_checkpoint, seed_everything, train
 
 TARGET_ACCURACY = 0.95
 TARGET_SECONDS = 60.0
+CHECKPOINT_NAME = "seq2seq_numbers.pt"
 
 
 def whole_split(task: NumberTranslation, split: str) -> TranslationBatch:
@@ -72,7 +76,12 @@ def main() -> None:
     parser.add_argument(
         "--uniform", action="store_true", help="sample training numbers uniformly instead"
     )
+    parser.add_argument(
+        "--save", action="store_true", help=f"write transformer_lab/checkpoints/{CHECKPOINT_NAME}"
+    )
     args = parser.parse_args()
+    if args.quick and args.save:
+        parser.error("--save writes the shipped checkpoint, so it needs a full run, not --quick.")
     if args.quick:
         args.steps = 20
     setup(args)
@@ -139,6 +148,18 @@ def main() -> None:
     for (source, words), row in zip(task.pairs("test")[:8], examples):
         pred = task.decode_target(row)
         print(f"  {source:>5} -> {pred:45s} {'ok' if pred == words else 'expected ' + words}")
+
+    if args.save:
+        path = save_checkpoint(
+            CHECKPOINT_DIR / CHECKPOINT_NAME,
+            model,
+            step=history.steps,
+            test_accuracy=acc,
+            max_number=task.max_number,
+            split_seed=task.seed,
+            seed=args.seed,
+        )
+        print(f"saved {path} ({path.stat().st_size / 1e6:.2f} MB)")
 
     results = [
         verdict(

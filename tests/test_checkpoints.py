@@ -70,9 +70,31 @@ def test_vit_digits_accuracy_above_95_percent(vit_digits):
     assert acc == pytest.approx(extras["test_accuracy"], abs=1e-6)  # the figure saved with it
 
 
+def test_seq2seq_numbers_translates_held_out_numbers():
+    from transformer_lab.data import NumberTranslation
+    from transformer_lab.models import Seq2SeqTransformer
+
+    model, extras = load_pretrained("seq2seq_numbers")
+    assert isinstance(model, Seq2SeqTransformer) and not model.training
+    task = NumberTranslation(max_number=extras["max_number"], seed=extras["split_seed"])
+    test = task.numbers("test")
+    out = model.greedy_decode(
+        task.encode_source(list(test)),
+        max_new_tokens=task.max_tgt_len - 1,
+        bos_id=task.bos_id,
+        eos_id=task.eos_id,
+    )
+    correct = sum(
+        task.decode_target(row) == words for row, (_, words) in zip(out, task.pairs("test"))
+    )
+    assert correct / len(test) > 0.95
+    assert correct / len(test) == pytest.approx(extras["test_accuracy"], abs=1e-6)
+
+
 def test_unknown_name_is_rejected():
     with pytest.raises(
-        ValueError, match=r"name must be one of \['tiny_gpt', 'vit_digits'\], but received 'gpt2'"
+        ValueError,
+        match=r"name must be one of \['seq2seq_numbers', 'tiny_gpt', 'vit_digits'\], but received 'gpt2'",
     ):
         load_pretrained("gpt2")
 

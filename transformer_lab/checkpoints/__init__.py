@@ -4,6 +4,8 @@
                                           (nanoGPT's CPU recipe, benchmarks/bench_gpt_shakespeare.py)
     vit_digits  vit_digits.pt             tiny ViT trained on scikit-learn's 8x8 digits
                                           (benchmarks/bench_vit_digits.py)
+    seq2seq_numbers  seq2seq_numbers.pt   tiny encoder-decoder, numbers in digits -> English
+                                          words (benchmarks/bench_seq2seq.py)
 
 ``load_pretrained(name)`` returns ``(model, extras)``: the model in eval mode, and a dict with
 what goes with it (the GPT's ``tokenizer``; the figures measured when it was saved). The files
@@ -24,12 +26,13 @@ __all__ = ["PRETRAINED", "checkpoint_path", "load_pretrained"]
 PRETRAINED = {
     "tiny_gpt": "tiny_gpt_shakespeare.pt",
     "vit_digits": "vit_digits.pt",
+    "seq2seq_numbers": "seq2seq_numbers.pt",
 }
 """Name accepted by :func:`load_pretrained` -> file in this folder."""
 
 
 def checkpoint_path(name: str) -> Path:
-    """The file of a shipped checkpoint (``"tiny_gpt"`` or ``"vit_digits"``)."""
+    """The file of a shipped checkpoint (``"tiny_gpt"``, ``"vit_digits"`` or ``"seq2seq_numbers"``)."""
     if name not in PRETRAINED:
         raise ValueError(f"name must be one of {sorted(PRETRAINED)}, but received {name!r}.")
     path = Path(str(resources.files(__name__).joinpath(PRETRAINED[name])))
@@ -45,8 +48,10 @@ def load_pretrained(name: str) -> tuple[nn.Module, dict[str, Any]]:
     """Load a shipped model by name.
 
     Args:
-        name: ``"tiny_gpt"`` (a :class:`~transformer_lab.models.GPT`) or ``"vit_digits"``
-            (a :class:`~transformer_lab.models.ViT`).
+        name: ``"tiny_gpt"`` (a :class:`~transformer_lab.models.GPT`), ``"vit_digits"``
+            (a :class:`~transformer_lab.models.ViT`) or ``"seq2seq_numbers"`` (a
+            :class:`~transformer_lab.models.Seq2SeqTransformer` for
+            :class:`~transformer_lab.data.NumberTranslation`).
     Returns:
         ``(model, extras)``: the model in eval mode on the CPU; extras holds what was saved with
         it (e.g. ``val_loss``, ``test_accuracy``) plus, for ``"tiny_gpt"``, the ``tokenizer``
@@ -58,7 +63,14 @@ def load_pretrained(name: str) -> tuple[nn.Module, dict[str, Any]]:
         >>> print(tok.decode(model.generate(torch.tensor([tok.encode("ROMEO:")]), 100)[0]))
     """
     # Imported here: the models import torch modules that a bare ``import transformer_lab`` avoids.
-    from transformer_lab.models import GPT, GPTConfig, ViT, ViTConfig
+    from transformer_lab.models import (
+        GPT,
+        GPTConfig,
+        Seq2SeqConfig,
+        Seq2SeqTransformer,
+        ViT,
+        ViTConfig,
+    )
     from transformer_lab.train import load_checkpoint
 
     path = checkpoint_path(name)
@@ -70,6 +82,8 @@ def load_pretrained(name: str) -> tuple[nn.Module, dict[str, Any]]:
 
         model: nn.Module = GPT(GPTConfig(**ckpt["config"]))
         extras["tokenizer"] = CharTokenizer(extras["vocab"])
+    elif name == "seq2seq_numbers":
+        model = Seq2SeqTransformer(Seq2SeqConfig(**ckpt["config"]))
     else:
         config = dict(ckpt["config"])
         if isinstance(

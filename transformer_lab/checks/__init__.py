@@ -89,6 +89,7 @@ from transformer_lab.checks import attention as _attention_checks
 from transformer_lab.checks import batching as _batching_checks
 from transformer_lab.checks import blocks as _blocks_checks
 from transformer_lab.checks import cost as _cost_checks
+from transformer_lab.checks import decoder as _decoder_checks
 from transformer_lab.checks import heads as _heads_checks
 from transformer_lab.checks import leaks as _leak_checks
 from transformer_lab.checks import long_context as _long_context_checks
@@ -97,9 +98,11 @@ from transformer_lab.checks import mha as _mha_checks
 from transformer_lab.checks import patches as _patches_checks
 from transformer_lab.checks import positional as _positional_checks
 from transformer_lab.checks import projections as _projection_checks
+from transformer_lab.checks import residual as _residual_checks
 from transformer_lab.checks import rollout as _rollout_checks
 from transformer_lab.checks import rope as _rope_checks
 from transformer_lab.checks import shift as _shift_checks
+from transformer_lab.checks import sizes as _sizes_checks
 from transformer_lab.checks import softmax as _softmax_checks
 from transformer_lab.checks import tiled as _tiled_checks
 from transformer_lab.checks import torch_mha as _torch_mha_checks
@@ -109,8 +112,9 @@ from transformer_lab.checks._core import CheckFailed
 from transformer_lab.checks._diagnose import Diagnosis
 from transformer_lab.checks.attention import check_scaled_dot_product_attention
 from transformer_lab.checks.batching import check_pad_and_truncate
-from transformer_lab.checks.blocks import check_layer_norm
+from transformer_lab.checks.blocks import check_layer_norm, check_mlp
 from transformer_lab.checks.cost import check_self_attention_macs
+from transformer_lab.checks.decoder import check_decoder_block
 from transformer_lab.checks.heads import check_merge_heads, check_split_heads
 from transformer_lab.checks.leaks import check_future_leaks
 from transformer_lab.checks.long_context import (
@@ -123,9 +127,11 @@ from transformer_lab.checks.mha import check_multi_head_attention
 from transformer_lab.checks.patches import check_linear_to_conv, check_patchify
 from transformer_lab.checks.positional import check_sinusoidal_encoding
 from transformer_lab.checks.projections import check_cross_attention, check_self_attention
+from transformer_lab.checks.residual import Sublayers, check_encoder_block, sublayers_of
 from transformer_lab.checks.rollout import check_attention_rollout
 from transformer_lab.checks.rope import check_apply_rope
 from transformer_lab.checks.shift import check_offset_dot_product, check_shift_matrix
+from transformer_lab.checks.sizes import check_count_parameters
 from transformer_lab.checks.softmax import check_softmax
 from transformer_lab.checks.tiled import check_merge_softmax_stats, check_tiled_attention
 from transformer_lab.checks.torch_mha import check_to_torch_mha
@@ -160,6 +166,12 @@ __all__ = [
     "check_grouped_query_attention",
     "check_kv_cache_bytes",
     "check_sliding_window_mask",
+    "check_mlp",
+    "Sublayers",
+    "check_encoder_block",
+    "sublayers_of",
+    "check_decoder_block",
+    "check_count_parameters",
     "verify_integrity",
     "diagnose",
     "Diagnosis",
@@ -234,6 +246,13 @@ for _name, _check, _reference in (
     ("sliding_window_mask", check_sliding_window_mask, _masks_ref.sliding_window_mask),
 ):
     _api.register(_name, _check, _reference)
+for _name, _check in (
+    ("mlp", check_mlp),
+    ("encoder_block", check_encoder_block),
+    ("decoder_block", check_decoder_block),
+    ("count_parameters", check_count_parameters),
+):
+    _api.register(_name, _check, None)
 del _name, _check, _reference
 
 # Snapshot what the checks trust, then make every checks module read-only.
@@ -266,6 +285,9 @@ for _module in (
     _rollout_checks,
     _tiled_checks,
     _long_context_checks,
+    _decoder_checks,
+    _residual_checks,
+    _sizes_checks,
 ):
     _integrity.seal(_module.__name__)
 del _module

@@ -27,6 +27,8 @@ Explorers whose idea is an exercise take the student's function as their first a
 its result is drawn beside the reference with the differing entries marked, a function that
 raises or returns the wrong shape gets one line instead of a traceback, and the exercise's check
 diagnosis is shown under the plot.
+    layer_norm_explorer   one token before and after layer norm (optionally your own layer_norm)
+    residual_explorer     the residual stream's norm and each branch's share, pre- vs post-norm
 
 Each call returns an ``ipywidgets`` widget (an :class:`~transformer_lab.widgets._common.Explorer`)
 with ``.controls`` (name -> control; set ``.value`` to drive it), ``.figure`` (the matplotlib
@@ -72,6 +74,8 @@ _EXPLORERS = {
     "online_softmax_explorer": "scale",
     "attention_cost_explorer": "scale",
     "receptive_field_explorer": "scale",
+    "layer_norm_explorer": "blocks",
+    "residual_explorer": "blocks",
 }
 
 __all__ = [*_EXPLORERS, "GradingPlaceholder"]
