@@ -43,10 +43,14 @@ Exercises and signatures:
     check_apply_rope                     apply_rope(x, base=10000.0) -> (..., T, D) rotated pairs (2i, 2i+1)
     check_future_leaks                   future_leaks(attend, T, C, seed=0) -> bool
     check_pad_and_truncate               pad_and_truncate(sequences, max_len, pad_id) -> (ids, lengths)
+    check_pair_inputs / check_bert_embeddings / check_mlm_corrupt / check_masked_lm_loss /
+    check_cls_logits                     notebook 6 (BERT), see checks/bert.py and checks/bert_masking.py
 """
 
 from transformer_lab.checks import _core, _integrity
 from transformer_lab.checks import attention as _attention_checks
+from transformer_lab.checks import bert as _bert_checks
+from transformer_lab.checks import bert_masking as _bert_masking_checks
 from transformer_lab.checks import blocks as _blocks_checks
 from transformer_lab.checks import heads as _heads_checks
 from transformer_lab.checks import masks as _masks_checks
@@ -58,6 +62,13 @@ from transformer_lab.checks.attention import (
     check_self_attention_macs,
     check_softmax,
 )
+from transformer_lab.checks.bert import (
+    check_bert_embeddings,
+    check_cls_logits,
+    check_masked_lm_loss,
+    check_pair_inputs,
+)
+from transformer_lab.checks.bert_masking import check_mlm_corrupt
 from transformer_lab.checks.blocks import check_layer_norm
 from transformer_lab.checks.heads import (
     check_merge_heads,
@@ -97,6 +108,11 @@ __all__ = [
     "check_apply_rope",
     "check_future_leaks",
     "check_pad_and_truncate",
+    "check_pair_inputs",
+    "check_bert_embeddings",
+    "check_mlm_corrupt",
+    "check_masked_lm_loss",
+    "check_cls_logits",
     "verify_integrity",
 ]
 
@@ -115,6 +131,8 @@ for _module in (
     _masks_checks,
     _positional_checks,
     _blocks_checks,
+    _bert_checks,
+    _bert_masking_checks,
     _integrity,
 ):
     _integrity.seal(_module.__name__)

@@ -1,0 +1,575 @@
+"""Checks for notebook 6 (BERT): input assembly, embeddings, the MLM loss and the [CLS] classifier.
+
+Student-facing signatures:
+
+    pair_inputs(pairs, cls_id, sep_id, pad_id) -> (input_ids, token_type_ids, attention_mask)
+    bert_embeddings(input_ids, token_type_ids, attention_mask, tok_table, pos_table, seg_table, norm)
+        -> (x (B, T, C), mask (B, 1, 1, T) bool)
+    masked_lm_loss(hidden, labels, head) -> 0-dim tensor
+    cls_logits(hidden, pooler, classifier) -> (B, n_classes)
+
+The masked-language-model corruption has its own, statistical check in
+:mod:`transformer_lab.checks.bert_masking`.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from transformer_lab import bert_inputs as _ref
+from transformer_lab import masks as _masks
+from transformer_lab.checks._core import Case, Mistake, Runner, describe_args, generator
+from transformer_lab.checks._integrity import TRUSTED, Forbidden
+from transformer_lab.checks.attention import _signature_hint
+
+__all__ = ["check_pair_inputs", "check_bert_embeddings", "check_masked_lm_loss", "check_cls_logits"]
+
+_REF_PAIR, _REF_LOSS, _REF_CLS = _ref.pair_inputs, _ref.masked_lm_loss, _ref.cls_logits
+
+
+def _attention_mask_to_padding_mask(attention_mask):
+    """(B, S) 1/0 -> (B, 1, 1, S) bool, through the package's helper once it exists."""
+    helper = getattr(_masks, "padding_mask_from_attention_mask", None)
+    if helper is not None:
+        return helper(attention_mask)
+    return attention_mask.bool()[:, None, None, :]  # (B, 1, 1, S)
+
+
+def _hint(signature: str, out_of_range: str = ""):
+    """Error hint: the signature for a TypeError, ``out_of_range`` for an index out of bounds."""
+
+    def hint(exc: BaseException, case: Case) -> str:
+        if out_of_range and "out of bounds" in str(exc):
+            return out_of_range
+        return _signature_hint(exc, signature)
+
+    return hint
+
+
+def _expect_tuple(run: Runner, value, case: Case, n: int, names: str):
+    if value is None:
+        run.fail(f"your function returned None: return the tuple {names}.", case)
+    if not isinstance(value, tuple) or len(value) != n:
+        got = (
+            f"a tuple of length {len(value)}" if isinstance(value, tuple) else type(value).__name__
+        )
+        run.fail(f"return the tuple {names}, but your function returned {got}.", case)
+    return value
+
+
+# ---------------------------------------------------------------------------------------------
+# Exercise 1: [CLS] a [SEP] b [SEP]
+def _assemble(pairs, cls_id, sep_id, pad_id, bug: str = ""):
+    """The reference assembly with one named bug switched on (``bug=""``: correct)."""
+    rows = []
+    for a, b in pairs:
+        a, b = list(a), list(b)
+        ids = [cls_id, *a, sep_id, *b, sep_id]
+        seg = [0] * (len(a) + 2) + [1] * (len(b) + 1)
+        if bug == "no final sep":
+            ids, seg = ids[:-1], seg[:-1]
+        elif bug == "no cls":
+            ids, seg = ids[1:], seg[1:]
+        elif bug == "no middle sep":
+            ids = [cls_id, *a, *b, sep_id]
+            seg = [0] * (len(a) + 1) + [1] * (len(b) + 1)
+        elif bug == "sep in segment 1":
+            seg = [0] * (len(a) + 1) + [1] * (len(b) + 2)
+        elif bug == "last sep in segment 0":
+            seg = seg[:-1] + [0]
+        elif bug == "segments swapped":
+            seg = [1 - s for s in seg]
+        elif bug == "all segment 0":
+            seg = [0] * len(seg)
+        rows.append((ids, seg))
+    L = max(len(ids) for ids, _ in rows)
+    out_ids, out_seg, out_mask = [], [], []
+    for ids, seg in rows:
+        pad = L - len(ids)
+        fill = 1 if bug == "padding in segment 1" else 0
+        if bug == "left padding":
+            out_ids.append([pad_id] * pad + ids)
+            out_seg.append([0] * pad + seg)
+            out_mask.append([0] * pad + [1] * len(ids))
+        else:
+            out_ids.append(ids + [pad_id] * pad)
+            out_seg.append(seg + [fill] * pad)
+            out_mask.append([1] * len(ids) + [0] * pad)
+    t = lambda rows: torch.tensor(rows, dtype=torch.long)  # noqa: E731
+    mask = t(out_mask)
+    if bug == "mask reversed":
+        mask = 1 - mask
+    elif bug == "mask all ones":
+        mask = torch.ones_like(mask)
+    return t(out_ids), t(out_seg), mask
+
+
+_PAIR_BUGS = {
+    "no final sep": "the final [SEP] is missing: the layout is [CLS] a [SEP] b [SEP], a [SEP] after each sentence",
+    "no cls": "[CLS] is missing: every input starts with [CLS] (its output vector feeds the classifier)",
+    "no middle sep": "the [SEP] between the two sentences is missing: [CLS] a [SEP] b [SEP]",
+    "left padding": "you padded on the left; pad at the end (right), as BERT does",
+    "sep in segment 1": "the [SEP] after sentence a belongs to segment 0 (token_type_ids are 0 on "
+    "[CLS] a [SEP] and 1 on b [SEP]); yours starts segment 1 one token early",
+    "last sep in segment 0": "the final [SEP] belongs to segment 1 (it closes sentence b)",
+    "segments swapped": "the segments are swapped: sentence a (with [CLS] and its [SEP]) is segment 0, b is 1",
+    "all segment 0": "every token_type_id is 0: sentence b and its [SEP] are segment 1",
+    "padding in segment 1": "padding gets token_type_id 0 (as in Hugging Face), not 1",
+    "mask reversed": "the attention_mask is reversed: 1 marks real tokens, 0 padding",
+    "mask all ones": "the attention_mask is all ones: padding positions must be 0",
+}
+
+
+def _pair_cases(hidden: bool) -> list[Case]:
+    g = generator(6106 if hidden else 606)
+    specs = [
+        ([([5, 6], [7, 8, 9]), ([10], [11])], 1, 2, 0),
+        ([([12, 13, 14], [15])], 1, 2, 0),
+    ]
+    n_batches = 3 if hidden else 2
+    for i in range(n_batches):
+        cls_id, sep_id, pad_id = (101, 102, 0) if i % 2 == 0 else (3, 4, 9)
+        B = int(torch.randint(2, 6, (1,), generator=g))
+        pairs = []
+        for _ in range(B):
+            la, lb = (int(n) for n in torch.randint(1, 7, (2,), generator=g))
+            a = torch.randint(10, 90, (la,), generator=g).tolist()
+            b = torch.randint(10, 90, (lb,), generator=g).tolist()
+            pairs.append((a, b))
+        specs.append((pairs, cls_id, sep_id, pad_id))
+    cases = []
+    for pairs, cls_id, sep_id, pad_id in specs:
+        desc = f"{len(pairs)} pair(s), cls_id={cls_id}, sep_id={sep_id}, pad_id={pad_id}"
+        case = Case(desc, ([(list(a), list(b)) for a, b in pairs], cls_id, sep_id, pad_id), {}, "")
+        case.data.update(
+            expected=_REF_PAIR(pairs, cls_id, sep_id, pad_id), spec=(pairs, cls_id, sep_id, pad_id)
+        )
+        cases.append(case)
+    return cases
+
+
+def check_pair_inputs(pair_inputs, hidden: bool = False) -> None:
+    """Check ``pair_inputs(pairs, cls_id, sep_id, pad_id) -> (input_ids, token_type_ids, attention_mask)``."""
+    __tracebackhide__ = True
+    run = Runner(
+        "check_pair_inputs",
+        pair_inputs,
+        [Forbidden("transformer_lab.bert_inputs.pair_inputs", function=_REF_PAIR)],
+        hidden,
+        lambda e, c: _signature_hint(e, "pair_inputs(pairs, cls_id, sep_id, pad_id)"),
+    )
+    names = ("input_ids", "token_type_ids", "attention_mask")
+    for case in _pair_cases(hidden):
+        expected = case.data["expected"]
+        result = _expect_tuple(
+            run, run.call(case), case, 3, "(input_ids, token_type_ids, attention_mask)"
+        )
+        pairs, cls_id, sep_id, pad_id = case.data["spec"]
+        for index, (name, value, want) in enumerate(zip(names, result, expected)):
+            if TRUSTED.is_tensor(value) and value.dtype == torch.bool and name == "attention_mask":
+                run.fail(
+                    "attention_mask should be a torch.long tensor of 1 (real token) and 0 "
+                    "(padding), as Hugging Face returns it; convert with .long()",
+                    case,
+                )
+            if TRUSTED.is_tensor(value) and not (
+                value.shape == want.shape and TRUSTED.equal(value.long(), want)
+            ):
+                for bug, message in _PAIR_BUGS.items():  # a known layout mistake, any shape
+                    variant = _assemble(pairs, cls_id, sep_id, pad_id, bug)[index]
+                    if variant.shape == value.shape and TRUSTED.equal(variant, value.long()):
+                        run.fail(f"{name}: {message}.", case)
+            got = run.expect_tensor(value, case, want.shape, torch.long, what=name)
+            if not TRUSTED.equal(got, want):
+                run.fail(f"{name} should be {want.tolist()}, but yours is {got.tolist()}.", case)
+    run.passed()
+
+
+# ---------------------------------------------------------------------------------------------
+# Exercise 2: token + position + segment embeddings, then layer norm; the padding mask
+def _embedding_cases(hidden: bool) -> list[Case]:
+    g = generator(6202 if hidden else 602)
+    shapes = [(2, 7, 8, 30, 16), (3, 5, 12, 25, 9)] + (
+        [(1, 11, 16, 40, 11), (4, 3, 8, 20, 6)] if hidden else []
+    )
+    cases = []
+    for B, T, C, V, max_len in shapes:
+        tok = torch.randn(V, C, generator=g)
+        pos = torch.randn(max_len, C, generator=g)
+        seg = torch.randn(2, C, generator=g)
+        norm = nn.LayerNorm(C)
+        with torch.no_grad():
+            norm.weight.copy_(1 + 0.5 * torch.randn(C, generator=g))
+            norm.bias.copy_(0.5 * torch.randn(C, generator=g))
+        norm.requires_grad_(False)
+        lengths = torch.randint(2, T + 1, (B,), generator=g)
+        lengths[0] = T  # one sequence without padding
+        mask = (torch.arange(T)[None, :] < lengths[:, None]).long()  # (B, T)
+        ids = torch.randint(5, V, (B, T), generator=g) * mask  # padding id 0
+        split = torch.clamp(lengths // 2, min=1)
+        segs = ((torch.arange(T)[None, :] >= split[:, None]) & mask.bool()).long()
+        case = Case(
+            f"B={B}, T={T}, C={C}",
+            (ids, segs, mask, tok, pos, seg, norm),
+            {},
+            describe_args(input_ids=ids, tok_table=tok, pos_table=pos, seg_table=seg),
+        )
+        x = norm(tok[ids] + pos[:T] + seg[segs])  # (B, T, C)
+        case.data.update(
+            x=x,
+            mask=_attention_mask_to_padding_mask(mask),
+            parts=(ids, segs, tok, pos, seg, norm, T),
+        )
+        cases.append(case)
+    return cases
+
+
+def _embedding_mistakes(ids, segs, tok, pos, seg, norm, T) -> list[Mistake]:
+    C = tok.shape[1]
+    return [
+        Mistake(
+            "the position embeddings are missing: add pos_table[:T] (one row per position)",
+            lambda: norm(tok[ids] + seg[segs]),
+        ),
+        Mistake(
+            "the segment embeddings are missing: add seg_table[token_type_ids]",
+            lambda: norm(tok[ids] + pos[:T]),
+        ),
+        Mistake(
+            "the layer norm is missing: BERT normalises the sum, norm(tok + pos + seg)",
+            lambda: tok[ids] + pos[:T] + seg[segs],
+        ),
+        Mistake(
+            "the layer norm is applied to the token embeddings only, before adding positions "
+            "and segments: normalise the sum",
+            lambda: norm(tok[ids]) + pos[:T] + seg[segs],
+        ),
+        Mistake(
+            "the position table is indexed by the token ids: positions are 0..T-1, pos_table[:T]",
+            lambda: norm(tok[ids] + pos[ids] + seg[segs]),
+        ),
+        Mistake(
+            "positions start at 1: the first token uses pos_table[0]",
+            lambda: norm(tok[ids] + pos[1 : T + 1] + seg[segs]),
+        ),
+        Mistake(
+            "the segment table is indexed by the positions: use seg_table[token_type_ids]",
+            lambda: norm(tok[ids] + pos[:T] + seg[torch.arange(T).clamp(max=1)]),
+        ),
+        Mistake(
+            "the token embeddings are scaled by sqrt(C): BERT adds the three embeddings unscaled",
+            lambda: norm(tok[ids] * C**0.5 + pos[:T] + seg[segs]),
+        ),
+    ]
+
+
+def check_bert_embeddings(bert_embeddings, hidden: bool = False) -> None:
+    """Check ``bert_embeddings(input_ids, token_type_ids, attention_mask, tok_table, pos_table,
+    seg_table, norm) -> (x, mask)``: x = norm(tok + pos + seg), mask (B, 1, 1, T) bool."""
+    __tracebackhide__ = True
+    run = Runner(
+        "check_bert_embeddings",
+        bert_embeddings,
+        (),
+        hidden,
+        _hint(
+            "bert_embeddings(input_ids, token_type_ids, attention_mask, tok_table, pos_table, "
+            "seg_table, norm)",
+            "is the position table indexed by the token ids? pos_table holds max_len rows, one "
+            "per position: take pos_table[:T]; seg_table is indexed by token_type_ids",
+        ),
+    )
+    for case in _embedding_cases(hidden):
+        want_x, want_mask = case.data["x"], case.data["mask"]
+        B, T, C = want_x.shape
+        result = _expect_tuple(run, run.call(case), case, 2, "(x, mask)")
+
+        def x_hint(got, T=T, C=C):
+            if got[-1] in (2 * C, 3 * C):
+                return "add the embeddings; concatenating them widens the vectors"
+            return None
+
+        x = run.expect_tensor(
+            result[0], case, want_x.shape, torch.float32, what="x", shape_hint=x_hint
+        )
+
+        def mask_hint(got, B=B, T=T):
+            if got == (B, T):
+                return (
+                    "that is the attention_mask itself; turn it into the (B, 1, 1, T) boolean mask "
+                    "with masks.padding_mask_from_attention_mask(attention_mask)"
+                )
+            if got in ((B, 1, T), (B, T, 1)):
+                return "padding masks are (B, 1, 1, T), so they broadcast over heads and queries"
+            return None
+
+        value = result[1]
+        if (
+            TRUSTED.is_tensor(value)
+            and value.dtype != torch.bool
+            and value.numel() == want_mask.numel()
+        ):
+            run.fail(
+                f"mask should be boolean (True = may attend), but yours has dtype {value.dtype}: "
+                "use masks.padding_mask_from_attention_mask(attention_mask)",
+                case,
+            )
+        mask = run.expect_tensor(
+            value, case, want_mask.shape, torch.bool, what="mask", shape_hint=mask_hint
+        )
+        if not run.close(x, want_x, atol=1e-5, rtol=1e-5):
+            message = run.diagnose(x, _embedding_mistakes(*case.data["parts"]), 1e-5, 1e-5)
+            run.fail(message or run.mismatch(x, want_x, "x"), case)
+        if not TRUSTED.equal(mask, want_mask):
+            if TRUSTED.equal(mask, ~want_mask):
+                run.fail(
+                    "mask: the polarity is reversed: True marks the real tokens (attention_mask 1)",
+                    case,
+                )
+            run.fail(run.mismatch(mask, want_mask, "mask"), case)
+    run.passed()
+
+
+# ---------------------------------------------------------------------------------------------
+# Exercise 4: the MLM loss on the labelled positions only
+class _CountingHead(nn.Module):
+    """A linear MLM head that counts how many vectors it was run on."""
+
+    def __init__(self, C: int, V: int, g: torch.Generator) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(V, C, generator=g) / C**0.5)
+        self.bias = nn.Parameter(0.1 * torch.randn(V, generator=g))
+        self.rows = 0
+
+    def forward(self, h):
+        self.rows += h.numel() // h.shape[-1]
+        return F.linear(h, self.weight, self.bias)
+
+
+def _loss_cases(hidden: bool) -> list[Case]:
+    g = generator(6404 if hidden else 604)
+    shapes = [(2, 6, 8, 11), (3, 9, 4, 7)] + ([(1, 13, 6, 9), (5, 4, 8, 20)] if hidden else [])
+    cases = []
+    for B, T, C, V in shapes:
+        hidden_states = torch.randn(B, T, C, generator=g)
+        labels = torch.randint(0, V, (B, T), generator=g)
+        keep = torch.rand(B, T, generator=g) < 0.3
+        keep[0, 0] = keep[-1, -1] = True
+        labels = labels.masked_fill(~keep, _ref.IGNORE_INDEX)
+        labels[0, 0] = 0  # a real token with id 0: "labels > 0" would drop it
+        seed = int(torch.randint(0, 2**31 - 1, (1,), generator=g))
+        case = Case(
+            f"B={B}, T={T}, C={C}, V={V}",
+            (),
+            {},
+            f"hidden ({B}, {T}, {C}), labels ({B}, {T}), {int(keep.sum())} labelled",
+        )
+        case.data.update(hidden=hidden_states, labels=labels, C=C, V=V, seed=seed)
+        cases.append(case)
+    return cases
+
+
+def _loss_mistakes(hidden, labels, head) -> list[Mistake]:
+    chosen = labels != _ref.IGNORE_INDEX
+    logits = head(hidden)  # (B, T, V)
+    logp = logits.log_softmax(-1)
+    nll = -logp.gather(-1, labels.clamp(min=0)[..., None])[..., 0]  # (B, T), junk at unlabelled
+    per_seq = (nll * chosen).sum(1) / chosen.sum(1).clamp(min=1)
+    return [
+        Mistake(
+            "the loss is averaged over every position: unlabelled positions (label -100) must not count",
+            lambda: nll.mean(),
+        ),
+        Mistake(
+            "the loss is summed over the labelled positions; take the mean",
+            lambda: nll[chosen].sum(),
+        ),
+        Mistake(
+            "the sum over the labelled positions is divided by all B*T positions; divide by the "
+            "number of labelled ones",
+            lambda: nll[chosen].sum() / labels.numel(),
+        ),
+        Mistake(
+            "each sequence is averaged first and then the sequences: average over all labelled "
+            "positions of the batch at once",
+            lambda: per_seq[chosen.any(1)].mean(),
+        ),
+        Mistake(
+            "positions are selected with labels > 0, which drops real tokens with id 0: select "
+            "labels != -100",
+            lambda: F.cross_entropy(logits[labels > 0], labels[labels > 0]),
+        ),
+        Mistake(
+            "the log is missing: cross-entropy is -log softmax(logits)[label], not -softmax",
+            lambda: (
+                -logits.softmax(-1)
+                .gather(-1, labels.clamp(min=0)[..., None])[..., 0][chosen]
+                .mean()
+            ),
+        ),
+        Mistake(
+            "the softmax is taken over the positions instead of the vocabulary (last dimension)",
+            lambda: -logits[chosen].log_softmax(0).gather(-1, labels[chosen][:, None]).mean(),
+        ),
+        Mistake(
+            "the head is skipped: apply `head` to the hidden vectors to get (M, V) logits",
+            lambda: F.cross_entropy(hidden[chosen], labels[chosen]),
+        ),
+    ]
+
+
+def check_masked_lm_loss(masked_lm_loss, hidden: bool = False) -> None:
+    """Check ``masked_lm_loss(hidden, labels, head)``: mean cross-entropy over labels != -100,
+    the head run on the labelled positions only, and differentiable."""
+    __tracebackhide__ = True
+    run = Runner(
+        "check_masked_lm_loss",
+        masked_lm_loss,
+        [Forbidden("transformer_lab.bert_inputs.masked_lm_loss", function=_REF_LOSS)],
+        hidden,
+        _hint(
+            "masked_lm_loss(hidden, labels, head)",
+            "the head is skipped? cross_entropy needs (M, V) logits, head(hidden[chosen])",
+        ),
+    )
+    for case in _loss_cases(hidden):
+        h, labels, C, V = (case.data[k] for k in ("hidden", "labels", "C", "V"))
+        head = _CountingHead(C, V, generator(case.data["seed"]))
+        with torch.no_grad():
+            want = F.cross_entropy(head(h).flatten(0, 1), labels.flatten())  # ignore_index=-100
+        head.rows = 0
+        M = int((labels != _ref.IGNORE_INDEX).sum())
+        case.args = (h, labels, head)
+        value = run.call(case)
+        if isinstance(value, float) or (
+            TRUSTED.is_tensor(value) is False and isinstance(value, int)
+        ):
+            run.fail(
+                "return the loss as a tensor (not a Python number, so it can be back-propagated): "
+                "drop the .item()",
+                case,
+            )
+
+        def hint(got, M=M):
+            return "average the per-position losses into one number" if got == (M,) else None
+
+        loss = run.expect_tensor(value, case, (), torch.float32, what="loss", shape_hint=hint)
+        if not run.close(loss, want, atol=1e-5, rtol=1e-5):
+            message = run.diagnose(loss, _loss_mistakes(h, labels, head), 1e-5, 1e-5)
+            run.fail(message or run.mismatch(loss, want, "loss"), case)
+        if head.rows != M:
+            where = (
+                "every position (B*T = " + str(labels.numel()) + ")"
+                if head.rows >= labels.numel()
+                else f"{head.rows} vectors"
+            )
+            run.fail(
+                f"the loss is right, but your function ran the head on {where}; run it on the "
+                f"{M} labelled positions only (hidden[labels != -100]): the (C -> V) head is the "
+                "most expensive part of an MLM step, and 85% of its work would be thrown away",
+                case,
+            )
+        if not getattr(value, "requires_grad", False):
+            run.fail(
+                "the loss is detached from the head's parameters (no gradient would flow): do not "
+                "use .detach(), .item() or torch.no_grad() in the loss",
+                case,
+            )
+    run.passed()
+
+
+# ---------------------------------------------------------------------------------------------
+# Exercise 5: the classifier on [CLS]
+def _cls_cases(hidden: bool) -> list[Case]:
+    g = generator(6505 if hidden else 605)
+    shapes = [(3, 5, 8, 2), (2, 7, 6, 3)] + ([(1, 4, 12, 5), (4, 9, 8, 2)] if hidden else [])
+    cases = []
+    for B, T, C, n in shapes:
+        h = torch.randn(B, T, C, generator=g)
+        pooler, classifier = nn.Linear(C, C), nn.Linear(C, n)
+        with torch.no_grad():
+            for layer in (pooler, classifier):
+                layer.weight.copy_(torch.randn(layer.weight.shape, generator=g))
+                layer.bias.copy_(torch.randn(layer.bias.shape, generator=g))
+        pooler.requires_grad_(False)
+        classifier.requires_grad_(False)
+        case = Case(
+            f"B={B}, T={T}, C={C}, {n} classes",
+            (h, pooler, classifier),
+            {},
+            f"hidden ({B}, {T}, {C})",
+        )
+        case.data.update(expected=_REF_CLS(h, pooler, classifier), parts=(h, pooler, classifier))
+        cases.append(case)
+    return cases
+
+
+def _cls_mistakes(h, pooler, classifier) -> list[Mistake]:
+    return [
+        Mistake(
+            "the mean over the tokens is pooled; BERT's classifier reads the [CLS] vector, hidden[:, 0]",
+            lambda: classifier(torch.tanh(pooler(h.mean(1)))),
+        ),
+        Mistake(
+            "the last token is used; [CLS] is the first token, hidden[:, 0]",
+            lambda: classifier(torch.tanh(pooler(h[:, -1]))),
+        ),
+        Mistake(
+            "the second token is used; [CLS] is at position 0, hidden[:, 0]",
+            lambda: classifier(torch.tanh(pooler(h[:, 1]))),
+        ),
+        Mistake(
+            "hidden[0] is the first sequence of the batch, not the [CLS] token: use hidden[:, 0]",
+            lambda: classifier(torch.tanh(pooler(h[0]))),
+        ),
+        Mistake("the tanh after the pooler is missing", lambda: classifier(pooler(h[:, 0]))),
+        Mistake(
+            "the pooler's activation is tanh, not ReLU",
+            lambda: classifier(torch.relu(pooler(h[:, 0]))),
+        ),
+        Mistake(
+            "the pooler is skipped: classifier(tanh(pooler(h_CLS)))",
+            lambda: classifier(torch.tanh(h[:, 0])),
+        ),
+        Mistake(
+            "return the logits; the softmax belongs to the loss (cross_entropy takes logits)",
+            lambda: classifier(torch.tanh(pooler(h[:, 0]))).softmax(-1),
+        ),
+        Mistake(
+            "the max over the tokens is pooled; BERT's classifier reads the [CLS] vector, hidden[:, 0]",
+            lambda: classifier(torch.tanh(pooler(h.amax(1)))),
+        ),
+    ]
+
+
+def check_cls_logits(cls_logits, hidden: bool = False) -> None:
+    """Check ``cls_logits(hidden, pooler, classifier) -> classifier(tanh(pooler(hidden[:, 0])))``."""
+    __tracebackhide__ = True
+    run = Runner(
+        "check_cls_logits",
+        cls_logits,
+        [Forbidden("transformer_lab.bert_inputs.cls_logits", function=_REF_CLS)],
+        hidden,
+        lambda e, c: _signature_hint(e, "cls_logits(hidden, pooler, classifier)"),
+    )
+    for case in _cls_cases(hidden):
+        want = case.data["expected"]
+        B, n = want.shape
+        T = case.args[0].shape[1]
+
+        def hint(got, B=B, T=T, n=n):
+            if got == (B, T, n):
+                return "you classified every token; classify the [CLS] vector only, hidden[:, 0]"
+            if got == (T, n):
+                return "hidden[0] is the first sequence of the batch, not the [CLS] token: use hidden[:, 0]"
+            return None
+
+        out = run.expect_tensor(
+            run.call(case), case, want.shape, torch.float32, what="logits", shape_hint=hint
+        )
+        if not run.close(out, want, atol=1e-5, rtol=1e-5):
+            message = run.diagnose(out, _cls_mistakes(*case.data["parts"]), 1e-5, 1e-5)
+            run.fail(message or run.mismatch(out, want, "logits"), case)
+    run.passed()
