@@ -80,8 +80,7 @@ def bug_pairs_hardcoded_ids(pairs, cls_id, sep_id, pad_id):
 def _padding_mask(attention_mask):
     from transformer_lab import masks
 
-    helper = getattr(masks, "padding_mask_from_attention_mask", None)
-    return helper(attention_mask) if helper else attention_mask.bool()[:, None, None, :]
+    return masks.padding_mask_from_attention_mask(attention_mask)
 
 
 def good_embeddings(

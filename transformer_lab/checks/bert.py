@@ -29,14 +29,6 @@ __all__ = ["check_pair_inputs", "check_bert_embeddings", "check_masked_lm_loss",
 _REF_PAIR, _REF_LOSS, _REF_CLS = _ref.pair_inputs, _ref.masked_lm_loss, _ref.cls_logits
 
 
-def _attention_mask_to_padding_mask(attention_mask):
-    """(B, S) 1/0 -> (B, 1, 1, S) bool, through the package's helper once it exists."""
-    helper = getattr(_masks, "padding_mask_from_attention_mask", None)
-    if helper is not None:
-        return helper(attention_mask)
-    return attention_mask.bool()[:, None, None, :]  # (B, 1, 1, S)
-
-
 def _hint(signature: str, out_of_range: str = ""):
     """Error hint: the signature for a TypeError, ``out_of_range`` for an index out of bounds."""
 
@@ -219,7 +211,7 @@ def _embedding_cases(hidden: bool) -> list[Case]:
         x = norm(tok[ids] + pos[:T] + seg[segs])  # (B, T, C)
         case.data.update(
             x=x,
-            mask=_attention_mask_to_padding_mask(mask),
+            mask=_masks.padding_mask_from_attention_mask(mask),
             parts=(ids, segs, tok, pos, seg, norm, T),
         )
         cases.append(case)

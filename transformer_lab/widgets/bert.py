@@ -161,10 +161,11 @@ def mlm_explorer(
             for k in range(3):
                 cells[3 * t + k].set_color(COLOURS[cat[t]] if k else COLOURS["not chosen"])
                 texts[3 * t + k].set_text(shown[k])
-        ui.set_bar_heights(bars_list[r], losses)
+        top = ax_loss.get_ylim()[1]  # a special token as label has probability 0: clip its bar
+        ui.set_bar_heights(bars_list[r], np.minimum(losses, top))
         n = int((labels != bert_inputs.IGNORE_INDEX).sum())
         loss = float(losses.sum() / n) if n else float("nan")
-        mean_lines[r].set_ydata([0 if n == 0 else loss] * 2)
+        mean_lines[r].set_ydata([0 if n == 0 else min(loss, top)] * 2)
         return {
             "inputs": inputs[0].numpy(),
             "labels": labels[0].numpy(),
