@@ -22,7 +22,7 @@ import torch
 from transformer_lab import bert_inputs as _ref
 from transformer_lab.checks._core import Case, Runner, generator
 from transformer_lab.checks._integrity import TRUSTED, Forbidden
-from transformer_lab.checks.attention import _signature_hint
+from transformer_lab.checks.bert import _signature_hint
 from transformer_lab.models import bert as _bert_model
 
 __all__ = ["check_mlm_corrupt", "RATE_TOL", "SPLIT_TOL"]
