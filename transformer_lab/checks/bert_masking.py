@@ -23,7 +23,7 @@ from transformer_lab import bert_inputs as _ref
 from transformer_lab.checks._core import Case, Runner, generator
 from transformer_lab.checks._integrity import TRUSTED, Forbidden
 from transformer_lab.checks.bert import _signature_hint
-from transformer_lab.models import bert as _bert_model
+from transformer_lab.models import apply_bert_masking as _apply_bert_masking
 
 __all__ = ["check_mlm_corrupt", "RATE_TOL", "SPLIT_TOL"]
 
@@ -83,9 +83,7 @@ def check_mlm_corrupt(mlm_corrupt, hidden: bool = False) -> None:
         mlm_corrupt,
         [
             Forbidden("transformer_lab.bert_inputs.mlm_corrupt", function=_ref.mlm_corrupt),
-            Forbidden(
-                "transformer_lab.models.apply_bert_masking", function=_bert_model.apply_bert_masking
-            ),
+            Forbidden("transformer_lab.models.apply_bert_masking", function=_apply_bert_masking),
         ],
         hidden,
         lambda e, c: _signature_hint(
