@@ -647,3 +647,11 @@ def test_check_passing_implies_graded_cell_passing():
         )
         if (check, impl) in [(c, i) for c, i in GOOD]:
             assert graded_ok, f"{impl.__name__} is correct but its graded cell failed"
+
+
+def test_masking_check_leaves_the_notebooks_random_state_alone():
+    torch.manual_seed(5)
+    expected = torch.rand(3)
+    torch.manual_seed(5)
+    checks.check_mlm_corrupt(good_corrupt_bernoulli)
+    assert torch.equal(torch.rand(3), expected)

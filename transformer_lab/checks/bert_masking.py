@@ -210,8 +210,12 @@ def _one_call(run: Runner, case: Case, ids, special, mask_id: int, specials: lis
 
 def _determinism(run: Runner, case: Case, inputs, labels, seed: int, other_seed: int) -> None:
     """Same seed -> same output (whatever the global RNG does); another seed -> another output."""
+    saved = torch.get_rng_state()  # the notebook's global random state is left as it was
     torch.manual_seed(12345)
-    again = run.call(Case(case.name, case.args, {**case.kwargs, "generator": generator(seed)}))
+    try:
+        again = run.call(Case(case.name, case.args, {**case.kwargs, "generator": generator(seed)}))
+    finally:
+        torch.set_rng_state(saved)
     if not (
         isinstance(again, tuple)
         and len(again) == 2
