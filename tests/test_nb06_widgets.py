@@ -12,7 +12,6 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from transformer_lab import bert_inputs
 from transformer_lab import widgets as tw
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # local files only
@@ -88,12 +87,23 @@ def test_mlm_sliders_change_the_picture_and_the_draw():
 
 
 def test_mlm_explorer_draws_the_students_function_beside_the_reference():
-    def same_as_reference(*args, **kwargs):
-        return bert_inputs.mlm_corrupt(*args, **kwargs)
+    def same_as_reference(input_ids, mask_id, vocab_size, special_ids, p=0.15, generator=None):
+        """Written like the reference, drawing its random numbers in the same order."""
+        special = torch.tensor(sorted(special_ids))
+        chosen = (torch.rand(input_ids.shape, generator=generator) < p) & ~torch.isin(
+            input_ids, special
+        )
+        labels = torch.where(chosen, input_ids, -100)
+        pool = torch.tensor([i for i in range(vocab_size) if i not in set(special_ids)])
+        draw = pool[torch.randint(len(pool), input_ids.shape, generator=generator)]
+        u = torch.rand(input_ids.shape, generator=generator)
+        inputs = torch.where(chosen & (u < 0.8), mask_id, input_ids)
+        return torch.where(chosen & (u >= 0.8) & (u < 0.9), draw, inputs), labels
 
     ex = tw.mlm_explorer(corrupt=same_as_reference)
     s = ex.state()
     assert s["error"] is None
+    assert "passes" in s["verdict"]
     assert np.array_equal(s["your_inputs"], s["inputs"]) and s["your_loss"] == s["loss"]
 
     def masks_everything(input_ids, mask_id, vocab_size, special_ids, p=0.15, generator=None):
@@ -101,6 +111,7 @@ def test_mlm_explorer_draws_the_students_function_beside_the_reference():
 
     ex = tw.mlm_explorer(corrupt=masks_everything)
     assert set(ex.state()["your_categories"][1:-1]) == {"[MASK]"}
+    assert "labels everywhere" in ex.state()["verdict"] and "labels everywhere" in ex.readout.value
 
     def broken(*args, **kwargs):
         raise NotImplementedError()

@@ -10,7 +10,9 @@ The last two need the optional ``pretrained`` extra (the MiniLM weights ship in 
 
 from __future__ import annotations
 
+import contextlib
 import html
+import io
 from collections.abc import Callable, Sequence
 from functools import lru_cache
 from typing import Any
@@ -140,6 +142,7 @@ def mlm_explorer(
     ax_loss.set_xticks(range(T), words, rotation=45, ha="right", fontsize=8)
     ax_loss.legend(fontsize=8, loc="upper right")
 
+    verdict = _verdict(corrupt) if corrupt is not None else ""
     controls = {
         "rate": ui.widgets.FloatSlider(
             value=0.15, min=0.05, max=0.6, step=0.05, description="masking rate p", style=ui.STYLE
@@ -214,9 +217,25 @@ def mlm_explorer(
                 readout += (
                     f"<br><span style='color:{ui.RED}'>your function: {html.escape(error)}</span>"
                 )
+            readout += f"<br>{html.escape(verdict)}"
+            state["verdict"] = verdict
         return state, readout
 
     return ui.Explorer("Masked-LM corruption", controls, view, update)
+
+
+def _verdict(corrupt: Callable) -> str:
+    """The instant check's one-line verdict on the student's function (never raises)."""
+    from transformer_lab import checks
+
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            checks.check_mlm_corrupt(corrupt)
+    except AssertionError as err:
+        return f"instant check: {str(err).split(' [case')[0]}"
+    except Exception as err:  # an explorer must survive any student code
+        return f"instant check could not run: {type(err).__name__}: {err}"
+    return "instant check: ✓ your mlm_corrupt passes (statistics over many seeds included)."
 
 
 # ---------------------------------------------------------------------------------------------
