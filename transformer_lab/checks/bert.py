@@ -179,6 +179,15 @@ def check_pair_inputs(pair_inputs, hidden: bool = False) -> None:
                     variant = _assemble(pairs, cls_id, sep_id, pad_id, bug)[index]
                     if variant.shape == value.shape and TRUSTED.equal(variant, value.long()):
                         run.fail(f"{name}: {message}.", case)
+                for fixed in ((101, 102, 0), (2, 3, 0), (1, 2, 0)):  # BERT's, the course's ids
+                    variant = _assemble(pairs, *fixed)[index]
+                    if fixed != (cls_id, sep_id, pad_id) and TRUSTED.equal(variant, value.long()):
+                        run.fail(
+                            f"{name}: the special ids are hard-coded ({fixed[0]}, {fixed[1]}, "
+                            f"{fixed[2]}); use the arguments cls_id={cls_id}, sep_id={sep_id} "
+                            f"and pad_id={pad_id}.",
+                            case,
+                        )
             got = run.expect_tensor(value, case, want.shape, torch.long, what=name)
             if not TRUSTED.equal(got, want):
                 run.fail(f"{name} should be {want.tolist()}, but yours is {got.tolist()}.", case)

@@ -32,9 +32,9 @@ SPLIT_TOL = 0.05  # |share of the chosen that became [MASK] / random / stayed - 
 IGNORE = _ref.IGNORE_INDEX
 
 
-def _layout(hidden: bool):
-    """Vocabulary size and special ids: specials first (visible) or last (hidden)."""
-    if hidden:
+def _layout(last: bool):
+    """Vocabulary size and special ids: the specials' ids first (0..3) or ``last`` (V-4..V-1)."""
+    if last:
         V = 57
         pad, cls_, sep, mask = V - 1, V - 2, V - 3, V - 4
     else:
@@ -43,9 +43,9 @@ def _layout(hidden: bool):
     return V, pad, cls_, sep, mask
 
 
-def _batch(g: torch.Generator, B: int, T: int, hidden: bool) -> torch.Tensor:
+def _batch(g: torch.Generator, B: int, T: int, last: bool) -> torch.Tensor:
     """(B, T) rows [CLS] a [SEP] b [SEP] [PAD]...; about half the rows are half padding."""
-    V, pad, cls_, sep, mask = _layout(hidden)
+    V, pad, cls_, sep, mask = _layout(last)
     words = torch.tensor([i for i in range(V) if i not in (pad, cls_, sep, mask)])
     ids = torch.full((B, T), pad, dtype=torch.long)
     for row in range(B):
@@ -61,11 +61,14 @@ def _batch(g: torch.Generator, B: int, T: int, hidden: bool) -> torch.Tensor:
     return ids
 
 
-def _rounds(hidden: bool) -> list[tuple[float, list[int], int, int]]:
-    """(p, seeds, B, T) of each round of calls."""
+def _rounds(hidden: bool) -> list[tuple[float, list[int], int, int, bool]]:
+    """(p, seeds, B, T, specials last) of each round of calls: both layouts in either run."""
     if hidden:
-        return [(0.15, list(range(500, 530)), 12, 60), (0.25, list(range(900, 916)), 10, 40)]
-    return [(0.15, list(range(30)), 16, 48), (0.4, list(range(100, 116)), 8, 48)]
+        return [
+            (0.15, list(range(500, 530)), 12, 60, True),
+            (0.25, list(range(900, 924)), 16, 40, False),
+        ]
+    return [(0.15, list(range(30)), 16, 48, False), (0.4, list(range(100, 120)), 16, 48, True)]
 
 
 class _Tally:
@@ -90,13 +93,13 @@ def check_mlm_corrupt(mlm_corrupt, hidden: bool = False) -> None:
             e, "mlm_corrupt(input_ids, mask_id, vocab_size, special_ids, p=0.15, generator=None)"
         ),
     )
-    V, pad, cls_, sep, mask_id = _layout(hidden)
-    specials = [pad, cls_, sep, mask_id]
     data_gen = generator(6303 if hidden else 603)
     summary = []
-    for p, seeds, B, T in _rounds(hidden):
+    for p, seeds, B, T, last in _rounds(hidden):
+        V, pad, cls_, sep, mask_id = _layout(last)
+        specials = [pad, cls_, sep, mask_id]
         tally = _Tally()
-        ids = _batch(data_gen, B, T, hidden)
+        ids = _batch(data_gen, B, T, last)
         special = torch.isin(ids, torch.tensor(specials))
         for seed in seeds:
             case = Case(
