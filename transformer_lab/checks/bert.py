@@ -198,7 +198,7 @@ def check_pair_inputs(pair_inputs, hidden: bool = False) -> None:
 # Exercise 2: token + position + segment embeddings, then layer norm; the padding mask
 def _embedding_cases(hidden: bool) -> list[Case]:
     g = generator(6202 if hidden else 602)
-    shapes = [(2, 7, 8, 30, 16), (3, 5, 12, 25, 9)] + (
+    shapes = [(2, 7, 8, 30, 16), (3, 5, 12, 25, 9), (1, 4, 8, 12, 6)] + (
         [(1, 11, 16, 40, 11), (4, 3, 8, 20, 6)] if hidden else []
     )
     cases = []
@@ -357,7 +357,9 @@ class _CountingHead(nn.Module):
 
 def _loss_cases(hidden: bool) -> list[Case]:
     g = generator(6404 if hidden else 604)
-    shapes = [(2, 6, 8, 11), (3, 9, 4, 7)] + ([(1, 13, 6, 9), (5, 4, 8, 20)] if hidden else [])
+    shapes = [(2, 6, 8, 11), (3, 9, 4, 7), (1, 5, 6, 8)] + (
+        [(1, 13, 6, 9), (5, 4, 8, 20)] if hidden else []
+    )
     cases = []
     for B, T, C, V in shapes:
         hidden_states = torch.randn(B, T, C, generator=g)
@@ -491,7 +493,9 @@ def check_masked_lm_loss(masked_lm_loss, hidden: bool = False) -> None:
 # Exercise 5: the classifier on [CLS]
 def _cls_cases(hidden: bool) -> list[Case]:
     g = generator(6505 if hidden else 605)
-    shapes = [(3, 5, 8, 2), (2, 7, 6, 3)] + ([(1, 4, 12, 5), (4, 9, 8, 2)] if hidden else [])
+    shapes = [(3, 5, 8, 2), (2, 7, 6, 3), (1, 3, 4, 2)] + (
+        [(1, 4, 12, 5), (4, 9, 8, 2)] if hidden else []
+    )
     cases = []
     for B, T, C, n in shapes:
         h = torch.randn(B, T, C, generator=g)
