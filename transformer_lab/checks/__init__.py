@@ -44,12 +44,13 @@ Exercises and signatures:
     check_future_leaks                   future_leaks(attend, T, C, seed=0) -> bool
     check_pad_and_truncate               pad_and_truncate(sequences, max_len, pad_id) -> (ids, lengths)
     check_pair_inputs / check_bert_embeddings / check_mlm_corrupt / check_masked_lm_loss /
-    check_cls_logits                     notebook 6 (BERT), see checks/bert.py and checks/bert_masking.py
+    check_cls_logits                     notebook 6 (BERT): checks/bert.py, bert_masking.py, bert_heads.py
 """
 
 from transformer_lab.checks import _core, _integrity
 from transformer_lab.checks import attention as _attention_checks
 from transformer_lab.checks import bert as _bert_checks
+from transformer_lab.checks import bert_heads as _bert_heads_checks
 from transformer_lab.checks import bert_masking as _bert_masking_checks
 from transformer_lab.checks import blocks as _blocks_checks
 from transformer_lab.checks import heads as _heads_checks
@@ -62,12 +63,8 @@ from transformer_lab.checks.attention import (
     check_self_attention_macs,
     check_softmax,
 )
-from transformer_lab.checks.bert import (
-    check_bert_embeddings,
-    check_cls_logits,
-    check_masked_lm_loss,
-    check_pair_inputs,
-)
+from transformer_lab.checks.bert import check_bert_embeddings, check_pair_inputs
+from transformer_lab.checks.bert_heads import check_cls_logits, check_masked_lm_loss
 from transformer_lab.checks.bert_masking import check_mlm_corrupt
 from transformer_lab.checks.blocks import check_layer_norm
 from transformer_lab.checks.heads import (
@@ -132,6 +129,7 @@ for _module in (
     _positional_checks,
     _blocks_checks,
     _bert_checks,
+    _bert_heads_checks,
     _bert_masking_checks,
     _integrity,
 ):

@@ -40,8 +40,8 @@ _EXPLORERS = {
     "mask_explorer": "masks",
     "sampling_explorer": "sampling",
     "mlm_explorer": "bert",
-    "minilm_attention_explorer": "bert",
-    "similarity_explorer": "bert",
+    "minilm_attention_explorer": "minilm",
+    "similarity_explorer": "minilm",
 }
 
 __all__ = [*_EXPLORERS, "GradingPlaceholder"]
