@@ -87,6 +87,9 @@ from transformer_lab.checks import (
 )
 from transformer_lab.checks import attention as _attention_checks
 from transformer_lab.checks import batching as _batching_checks
+from transformer_lab.checks import bert as _bert_checks
+from transformer_lab.checks import bert_heads as _bert_heads_checks
+from transformer_lab.checks import bert_masking as _bert_masking_checks
 from transformer_lab.checks import blocks as _blocks_checks
 from transformer_lab.checks import cost as _cost_checks
 from transformer_lab.checks import decoder as _decoder_checks
@@ -112,6 +115,9 @@ from transformer_lab.checks._core import CheckFailed
 from transformer_lab.checks._diagnose import Diagnosis
 from transformer_lab.checks.attention import check_scaled_dot_product_attention
 from transformer_lab.checks.batching import check_pad_and_truncate
+from transformer_lab.checks.bert import check_bert_embeddings, check_pair_inputs
+from transformer_lab.checks.bert_heads import check_cls_logits, check_masked_lm_loss
+from transformer_lab.checks.bert_masking import check_mlm_corrupt
 from transformer_lab.checks.blocks import check_layer_norm, check_mlp
 from transformer_lab.checks.cost import check_self_attention_macs
 from transformer_lab.checks.decoder import check_decoder_block
@@ -172,6 +178,11 @@ __all__ = [
     "sublayers_of",
     "check_decoder_block",
     "check_count_parameters",
+    "check_bert_embeddings",
+    "check_pair_inputs",
+    "check_cls_logits",
+    "check_masked_lm_loss",
+    "check_mlm_corrupt",
     "verify_integrity",
     "diagnose",
     "Diagnosis",
@@ -253,6 +264,14 @@ for _name, _check in (
     ("count_parameters", check_count_parameters),
 ):
     _api.register(_name, _check, None)
+for _name, _check in (
+    ("pair_inputs", check_pair_inputs),
+    ("bert_embeddings", check_bert_embeddings),
+    ("mlm_corrupt", check_mlm_corrupt),
+    ("masked_lm_loss", check_masked_lm_loss),
+    ("cls_logits", check_cls_logits),
+):
+    _api.register(_name, _check, None)
 del _name, _check, _reference
 
 # Snapshot what the checks trust, then make every checks module read-only.
@@ -288,6 +307,9 @@ for _module in (
     _decoder_checks,
     _residual_checks,
     _sizes_checks,
+    _bert_checks,
+    _bert_heads_checks,
+    _bert_masking_checks,
 ):
     _integrity.seal(_module.__name__)
 del _module

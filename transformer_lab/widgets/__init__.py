@@ -29,6 +29,7 @@ raises or returns the wrong shape gets one line instead of a traceback, and the 
 diagnosis is shown under the plot.
     layer_norm_explorer   one token before and after layer norm (optionally your own layer_norm)
     residual_explorer     the residual stream's norm and each branch's share, pre- vs post-norm
+    mlm_explorer / minilm_attention_explorer / similarity_explorer   BERT (notebook 6)
 
 Each call returns an ``ipywidgets`` widget (an :class:`~transformer_lab.widgets._common.Explorer`)
 with ``.controls`` (name -> control; set ``.value`` to drive it), ``.figure`` (the matplotlib
@@ -76,6 +77,9 @@ _EXPLORERS = {
     "receptive_field_explorer": "scale",
     "layer_norm_explorer": "blocks",
     "residual_explorer": "blocks",
+    "mlm_explorer": "bert",
+    "minilm_attention_explorer": "minilm",
+    "similarity_explorer": "minilm",
 }
 
 __all__ = [*_EXPLORERS, "GradingPlaceholder"]
