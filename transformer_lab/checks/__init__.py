@@ -43,14 +43,22 @@ Exercises and signatures:
     check_apply_rope                     apply_rope(x, base=10000.0) -> (..., T, D) rotated pairs (2i, 2i+1)
     check_future_leaks                   future_leaks(attend, T, C, seed=0) -> bool
     check_pad_and_truncate               pad_and_truncate(sequences, max_len, pad_id) -> (ids, lengths)
+    check_next_token_batch               next_token_batch(data, T, B, generator) -> (x, y), y = x shifted by one
+    check_causal_lm_loss                 causal_lm_loss(logits, ids, attention_mask=None) -> scalar
+    check_gpt_from_blocks                GPTFromBlocks(config): nn.Module, model(idx) -> (B, T, V) logits
+    check_filter_logits                  filter_logits(logits, temperature=1.0, top_k=None, top_p=None)
+    check_generate_greedy                generate_greedy(model, idx, max_new_tokens) with a KV cache
 """
 
 from transformer_lab.checks import _core, _integrity
 from transformer_lab.checks import attention as _attention_checks
 from transformer_lab.checks import blocks as _blocks_checks
+from transformer_lab.checks import gpt as _gpt_checks
+from transformer_lab.checks import gpt_decoding as _gpt_decoding_checks
 from transformer_lab.checks import heads as _heads_checks
 from transformer_lab.checks import masks as _masks_checks
 from transformer_lab.checks import positional as _positional_checks
+from transformer_lab.checks import sampling as _sampling_checks
 from transformer_lab.checks.attention import (
     check_cross_attention,
     check_scaled_dot_product_attention,
@@ -59,6 +67,8 @@ from transformer_lab.checks.attention import (
     check_softmax,
 )
 from transformer_lab.checks.blocks import check_layer_norm
+from transformer_lab.checks.gpt import check_causal_lm_loss, check_next_token_batch
+from transformer_lab.checks.gpt_decoding import check_generate_greedy, check_gpt_from_blocks
 from transformer_lab.checks.heads import (
     check_merge_heads,
     check_multi_head_attention,
@@ -77,6 +87,7 @@ from transformer_lab.checks.positional import (
     check_shift_matrix,
     check_sinusoidal_encoding,
 )
+from transformer_lab.checks.sampling import check_filter_logits
 
 __all__ = [
     "check_softmax",
@@ -97,6 +108,11 @@ __all__ = [
     "check_apply_rope",
     "check_future_leaks",
     "check_pad_and_truncate",
+    "check_next_token_batch",
+    "check_causal_lm_loss",
+    "check_gpt_from_blocks",
+    "check_filter_logits",
+    "check_generate_greedy",
     "verify_integrity",
 ]
 
@@ -115,6 +131,9 @@ for _module in (
     _masks_checks,
     _positional_checks,
     _blocks_checks,
+    _gpt_checks,
+    _gpt_decoding_checks,
+    _sampling_checks,
     _integrity,
 ):
     _integrity.seal(_module.__name__)
