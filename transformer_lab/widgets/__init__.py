@@ -7,6 +7,8 @@
     positional_explorer   sinusoidal encodings: the table, similarity against offset, the clocks
     mask_explorer         causal and padding masks, combined, and the weights they leave
     sampling_explorer     temperature, top-k and top-p on a next-token distribution
+    generation_explorer   a trained GPT writing, with every step's next-token distribution
+    gpt_attention_explorer  the trained GPT's attention over a prompt, by layer and head
 
 Each call returns an ``ipywidgets`` widget (an :class:`~transformer_lab.widgets._common.Explorer`)
 with ``.controls`` (name -> control; set ``.value`` to drive it), ``.figure`` (the matplotlib
@@ -38,6 +40,7 @@ _EXPLORERS = {
     "positional_explorer": "positional",
     "mask_explorer": "masks",
     "sampling_explorer": "sampling",
+    **{"generation_explorer": "gpt", "gpt_attention_explorer": "gpt"},
 }
 
 __all__ = [*_EXPLORERS, "GradingPlaceholder"]
