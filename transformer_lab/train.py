@@ -34,6 +34,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from transformer_lab._mode import grading_mode
+from transformer_lab._renames import upgrade_checkpoint
 
 __all__ = [
     "GRADING_MAX_STEPS",
@@ -717,6 +718,7 @@ def load_checkpoint(
     ckpt = torch.load(path, map_location=map_location, weights_only=True)
     if not isinstance(ckpt, dict) or "model" not in ckpt:
         raise ValueError(f"{str(path)!r} is not a transformer_lab checkpoint (no 'model' entry).")
+    ckpt = upgrade_checkpoint(ckpt)  # files saved before the names were frozen load too
     if model is not None:
         model.load_state_dict(ckpt["model"], strict=strict)
     if optimizer is not None:
