@@ -738,13 +738,19 @@ def test_correct_implementations_pass(check, impl, hidden, capsys):
     assert "passed" in capsys.readouterr().out
 
 
+_DIAGNOSES: dict[tuple[int, int], str | None] = {}
+
+
 def _diagnosis(check, impl) -> str | None:
-    """The check's message for ``impl`` (None if the check passed)."""
-    try:
-        check(impl)
-    except AssertionError as exc:
-        return str(exc)
-    return None
+    """The check's message for ``impl`` (None if the check passed); computed once per pair."""
+    key = (id(check), id(impl))
+    if key not in _DIAGNOSES:
+        try:
+            check(impl)
+            _DIAGNOSES[key] = None
+        except AssertionError as exc:
+            _DIAGNOSES[key] = str(exc)
+    return _DIAGNOSES[key]
 
 
 @pytest.mark.parametrize(

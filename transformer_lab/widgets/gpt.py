@@ -97,7 +97,9 @@ def generation_explorer(
         Under grading, a placeholder.
     """
     if not isinstance(max_new_tokens, int) or not 1 <= max_new_tokens <= 200:
-        raise ValueError(f"max_new_tokens must be an integer from 1 to 200, but received {max_new_tokens!r}.")  # fmt: skip
+        raise ValueError(
+            f"max_new_tokens must be an integer from 1 to 200, but received {max_new_tokens!r}."
+        )
     if filter_fn is not None and not callable(filter_fn):
         raise TypeError(f"filter_fn must be a function, but received {type(filter_fn).__name__}.")
     if (placeholder := placeholder_if_grading("generation_explorer")) is not None:
@@ -127,7 +129,9 @@ def generation_explorer(
                     try:
                         yours = torch.as_tensor(filter_fn(logits.clone(), tau, k, p)).float()
                         if yours.shape != logits.shape:
-                            raise ValueError(f"returned shape {tuple(yours.shape)}, expected {(V,)}")
+                            raise ValueError(
+                                f"returned shape {tuple(yours.shape)}, expected {(V,)}"
+                            )
                     except Exception as err:  # shown in the readout, never raised into the UI
                         yours, error = None, f"{type(err).__name__}: {err}"
                 used = yours if yours is not None else ref
@@ -159,20 +163,39 @@ def generation_explorer(
     bars_final = ax.bar(x, np.zeros(n_bars), width, color=ui.BLUE, label="after τ, top-k, top-p")
     bars_yours = None
     if filter_fn is not None:
-        bars_yours = ax.bar(x + width, np.zeros(n_bars), width, color=ui.ORANGE, label="your filter_logits")  # fmt: skip
+        bars_yours = ax.bar(
+            x + width, np.zeros(n_bars), width, color=ui.ORANGE, label="your filter_logits"
+        )
     ax.set_xticks(x, [""] * n_bars)
     ax.set_ylim(0, 1.05)
     ax.set_ylabel("probability")
     ax.legend(loc="upper right", frameon=False)
-    view.animate(list(bars_probs), list(bars_final), *( [list(bars_yours)] if bars_yours else []))  # fmt: skip
+    view.animate(list(bars_probs), list(bars_final), *([list(bars_yours)] if bars_yours else []))
 
     controls = {
-        "prompt": ui.widgets.Text(value=prompt, description="prompt", continuous_update=False, style=ui.STYLE),  # fmt: skip
-        "temperature": ui.widgets.FloatLogSlider(value=1.0, base=10, min=-1, max=1, step=0.02, description="temperature τ", readout_format=".2f", style=ui.STYLE),  # fmt: skip
-        "top_k": ui.widgets.IntSlider(value=0, min=0, max=V, description="top-k (0 = off)", style=ui.STYLE),  # fmt: skip
-        "top_p": ui.widgets.FloatSlider(value=1.0, min=0.05, max=1.0, step=0.05, description="top-p (1 = off)", style=ui.STYLE),  # fmt: skip
+        "prompt": ui.widgets.Text(
+            value=prompt, description="prompt", continuous_update=False, style=ui.STYLE
+        ),
+        "temperature": ui.widgets.FloatLogSlider(
+            value=1.0,
+            base=10,
+            min=-1,
+            max=1,
+            step=0.02,
+            description="temperature τ",
+            readout_format=".2f",
+            style=ui.STYLE,
+        ),
+        "top_k": ui.widgets.IntSlider(
+            value=0, min=0, max=V, description="top-k (0 = off)", style=ui.STYLE
+        ),
+        "top_p": ui.widgets.FloatSlider(
+            value=1.0, min=0.05, max=1.0, step=0.05, description="top-p (1 = off)", style=ui.STYLE
+        ),
         "seed": ui.widgets.IntSlider(value=0, min=0, max=20, description="seed", style=ui.STYLE),
-        "step": ui.widgets.IntSlider(value=0, min=0, max=max_new_tokens - 1, description="step shown", style=ui.STYLE),  # fmt: skip
+        "step": ui.widgets.IntSlider(
+            value=0, min=0, max=max_new_tokens - 1, description="step shown", style=ui.STYLE
+        ),
     }
 
     def update() -> tuple[dict[str, Any], str]:
@@ -197,16 +220,20 @@ def generation_explorer(
         s = c["step"]
         shown = (
             f"<b>{html.escape(c['prompt'])}</b>{html.escape(text[:s])}"
-            f"<mark>{html.escape(text[s])}</mark>{html.escape(text[s + 1:])}"
+            f"<mark>{html.escape(text[s])}</mark>{html.escape(text[s + 1 :])}"
         ).replace("\n", "⏎<br>")
         kept = int((step["final"] > 0).sum())
-        readout = f"step {s}: sampled '{_char_label(text[s])}' from {kept} of {V} characters.<br><code>{shown}</code>"  # fmt: skip
+        readout = f"step {s}: sampled '{_char_label(text[s])}' from {kept} of {V} characters.<br><code>{shown}</code>"
         if filter_fn is not None:
             if step["error"]:
-                readout += f"<br><span style='color:{ui.RED}'>your filter_logits: {html.escape(step['error'])}</span>"  # fmt: skip
+                readout += f"<br><span style='color:{ui.RED}'>your filter_logits: {html.escape(step['error'])}</span>"
             elif step["yours"] is not None:
                 same = np.allclose(step["yours"], step["final"], atol=1e-5)
-                readout += "<br>your filter_logits " + ("agrees with the reference here." if same else f"<span style='color:{ui.RED}'>differs from the reference here.</span>")  # fmt: skip
+                readout += "<br>your filter_logits " + (
+                    "agrees with the reference here."
+                    if same
+                    else f"<span style='color:{ui.RED}'>differs from the reference here.</span>"
+                )
         state = {
             **c,
             "text": text,
@@ -218,7 +245,9 @@ def generation_explorer(
         }
         return state, readout
 
-    return ui.Explorer("Generating with a trained GPT, one character at a time", controls, view, update)  # fmt: skip
+    return ui.Explorer(
+        "Generating with a trained GPT, one character at a time", controls, view, update
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -266,9 +295,15 @@ def gpt_attention_explorer(
     shown = {"prompt": None}
 
     controls = {
-        "prompt": ui.widgets.Text(value=prompt, description="prompt", continuous_update=False, style=ui.STYLE),  # fmt: skip
-        "layer": ui.widgets.IntSlider(value=0, min=0, max=n_layers - 1, description="layer", style=ui.STYLE),  # fmt: skip
-        "head": ui.widgets.IntSlider(value=0, min=0, max=n_heads - 1, description="head", style=ui.STYLE),  # fmt: skip
+        "prompt": ui.widgets.Text(
+            value=prompt, description="prompt", continuous_update=False, style=ui.STYLE
+        ),
+        "layer": ui.widgets.IntSlider(
+            value=0, min=0, max=n_layers - 1, description="layer", style=ui.STYLE
+        ),
+        "head": ui.widgets.IntSlider(
+            value=0, min=0, max=n_heads - 1, description="head", style=ui.STYLE
+        ),
     }
 
     def update() -> tuple[dict[str, Any], str]:
@@ -292,6 +327,12 @@ def gpt_attention_explorer(
             + ", ".join(f"'{chars[j]}' (position {j}, {last[j]:.2f})" for j in top)
             + ". Everything above the diagonal is 0: no character reads a later one."
         )
-        return {"prompt": text, "layer": layer, "head": head, "weights": w.copy(), "tokens": chars}, readout  # fmt: skip
+        return {
+            "prompt": text,
+            "layer": layer,
+            "head": head,
+            "weights": w.copy(),
+            "tokens": chars,
+        }, readout
 
     return ui.Explorer("Attention of the trained GPT over a prompt", controls, view, update)
