@@ -54,8 +54,9 @@ from transformer_lab.checks import _core, _integrity
 from transformer_lab.checks import attention as _attention_checks
 from transformer_lab.checks import blocks as _blocks_checks
 from transformer_lab.checks import gpt as _gpt_checks
-from transformer_lab.checks import gpt_decoding as _gpt_decoding_checks
+from transformer_lab.checks import gpt_model as _gpt_model_checks
 from transformer_lab.checks import heads as _heads_checks
+from transformer_lab.checks import kv_cache as _kv_cache_checks
 from transformer_lab.checks import masks as _masks_checks
 from transformer_lab.checks import positional as _positional_checks
 from transformer_lab.checks import sampling as _sampling_checks
@@ -68,13 +69,14 @@ from transformer_lab.checks.attention import (
 )
 from transformer_lab.checks.blocks import check_layer_norm
 from transformer_lab.checks.gpt import check_causal_lm_loss, check_next_token_batch
-from transformer_lab.checks.gpt_decoding import check_generate_greedy, check_gpt_from_blocks
+from transformer_lab.checks.gpt_model import check_gpt_from_blocks
 from transformer_lab.checks.heads import (
     check_merge_heads,
     check_multi_head_attention,
     check_split_heads,
     check_to_torch_mha,
 )
+from transformer_lab.checks.kv_cache import check_generate_greedy
 from transformer_lab.checks.masks import (
     check_causal_mask,
     check_future_leaks,
@@ -132,7 +134,8 @@ for _module in (
     _positional_checks,
     _blocks_checks,
     _gpt_checks,
-    _gpt_decoding_checks,
+    _gpt_model_checks,
+    _kv_cache_checks,
     _sampling_checks,
     _integrity,
 ):

@@ -6,8 +6,8 @@ Student-facing signatures:
     causal_lm_loss(logits, ids, attention_mask=None) -> scalar tensor, the mean next-token
         cross-entropy over the positions whose target is a real token
 
-The model-level checks (GPT from blocks, filtering, cached decoding) are in
-:mod:`transformer_lab.checks.gpt_decoding`.
+The other checks of notebook 7: :mod:`~transformer_lab.checks.gpt_model` (GPT from blocks),
+:mod:`~transformer_lab.checks.sampling` (filtering), :mod:`~transformer_lab.checks.kv_cache`.
 """
 
 from __future__ import annotations
