@@ -248,6 +248,34 @@ def bug_loss_keepdim(logits, ids, attention_mask=None):
     return good_loss(logits, ids, attention_mask).reshape(1)
 
 
+def bug_loss_flatten_then_shift(logits, ids, attention_mask=None):
+    V = logits.shape[-1]
+    targets = ids.reshape(-1)[1:]
+    if attention_mask is not None:
+        targets = targets.masked_fill(attention_mask.reshape(-1)[1:] == 0, -100)
+    return F.cross_entropy(logits.reshape(-1, V)[:-1], targets, ignore_index=-100)
+
+
+def bug_loss_zeroed_pads_averaged(logits, ids, attention_mask=None):
+    V = logits.shape[-1]
+    ce = F.cross_entropy(logits[:, :-1].reshape(-1, V), ids[:, 1:].reshape(-1), reduction="none")
+    mask = torch.ones_like(ids) if attention_mask is None else attention_mask
+    return (ce * mask[:, 1:].reshape(-1)).mean()
+
+
+def bug_generate_argmax_dim0(model, idx, max_new_tokens):
+    caches = [KVCache() for _ in model.blocks]
+    out = idx
+    x = model.tok_emb(idx) + model.pos_emb(idx.shape[1])
+    for _ in range(max_new_tokens):
+        for block, cache in zip(model.blocks, caches):
+            x, _ = block(x, is_causal=True, cache=cache)
+        nxt = model.lm_head(model.norm_f(x[:, -1])).argmax(0, keepdim=True)
+        out = torch.cat([out, nxt], dim=1)
+        x = model.tok_emb(nxt) + model.pos_emb(1, offset=out.shape[1] - 1)
+    return out
+
+
 # =============================================================================================
 # Exercise 3: GPT from the package's blocks
 class GoodGPT(nn.Module):
@@ -658,6 +686,8 @@ CATALOGUE = [
     (checks.check_causal_lm_loss, bug_loss_mask_not_none_safe, "attention_mask=None"),
     (checks.check_causal_lm_loss, bug_loss_detached, "no gradient"),
     (checks.check_causal_lm_loss, bug_loss_keepdim, "0-dimensional"),
+    (checks.check_causal_lm_loss, bug_loss_flatten_then_shift, "the shift crosses sequences"),
+    (checks.check_causal_lm_loss, bug_loss_zeroed_pads_averaged, "number of real targets"),
     # --- GPT from blocks
     (
         checks.check_gpt_from_blocks,
@@ -724,6 +754,7 @@ CATALOGUE = [
     (checks.check_generate_greedy, _gen_bug(new_only=True), "prompt followed by the new tokens"),
     (checks.check_generate_greedy, _gen_bug(extra=True), "should have shape"),
     (checks.check_generate_greedy, _gen_bug(recompute_fresh=True), "caches start empty"),
+    (checks.check_generate_greedy, bug_generate_argmax_dim0, "argmax(dim=-1, keepdim=True)"),
 ]
 
 

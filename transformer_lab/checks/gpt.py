@@ -185,6 +185,17 @@ def _lm_variant(
 ) -> Tensor:
     """The loss with one known mistake (alignment, where the mask is read, the reduction, ...)."""
     B, T, V = logits.shape
+    if (
+        align == "flat"
+    ):  # shifted after flattening: the last position of a sequence predicts the next one's first token
+        flat_ids = ids.reshape(-1)[1:]
+        flat_keep = (
+            torch.ones_like(flat_ids, dtype=torch.bool)
+            if mask is None
+            else mask.reshape(-1)[1:] == 1
+        )
+        nll = _nll(torch.log_softmax(logits.reshape(-1, V)[:-1], -1), flat_ids)
+        return nll[flat_keep].mean()
     if align == "shift":
         z, tgt, keep_idx = logits[:, :-1], ids[:, 1:], slice(1, None)
     elif align == "none":
@@ -217,6 +228,8 @@ def _lm_variant(
         return nll[keep].mean()
     if reduce == "sum":
         return nll[keep].sum()
+    if reduce == "mean_all":  # padding zeroed, but still counted in the denominator
+        return (nll * keep).mean()
     per_seq = (nll * keep).sum(1) / keep.sum(1).clamp(min=1)  # (B,)
     return per_seq.mean()
 
@@ -256,6 +269,17 @@ _LM_MISTAKES = [
         "so every token weighs the same (short sequences must not count more).",
     ),
     (dict(reduce="sum"), "the loss is summed over the tokens: return the mean."),
+    (
+        dict(reduce="mean_all"),
+        "the padding's losses are zeroed but still counted in the average: divide by the number "
+        "of real targets, not by the number of positions.",
+    ),
+    (
+        dict(align="flat"),
+        "the shift crosses sequences: you flattened the batch and then shifted, so the last "
+        "position of each sequence predicts the first token of the next. Shift within each "
+        "sequence (logits[:, :-1], ids[:, 1:]) before flattening.",
+    ),
     (
         dict(logp="time"),
         "the log-softmax runs over the positions (dim=1): it must run over the vocabulary, the "

@@ -127,6 +127,8 @@ def check_generate_greedy(generate_greedy, hidden: bool = False) -> None:
     __tracebackhide__ = True  # IPython hides this frame: students see their cell and the message
 
     def hint(e: BaseException, c: Case) -> str:
+        if "Sizes of tensors must match" in str(e):
+            return "take the argmax over the vocabulary, argmax(dim=-1, keepdim=True): one (B, 1) token per sequence"
         return tuple_hint(e) or _signature_hint(e, "generate_greedy(model, idx, max_new_tokens)")
 
     run = Runner("check_generate_greedy", generate_greedy, forbidden_gpt(), hidden, hint)
