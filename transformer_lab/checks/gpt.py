@@ -18,11 +18,18 @@ from torch import Tensor
 
 from transformer_lab.checks._core import Case, Mistake, Runner, describe_args, generator
 from transformer_lab.checks._integrity import TRUSTED
-from transformer_lab.checks.attention import _signature_hint
 
-__all__ = ["check_next_token_batch", "check_causal_lm_loss"]
+__all__ = ["check_next_token_batch", "check_causal_lm_loss", "signature_hint"]
 
 ATOL, RTOL = 1e-5, 1e-4
+
+
+def signature_hint(exc: BaseException, expected: str) -> str:
+    """'keep the signature ...' when the student's function was called with arguments it lacks."""
+    text = str(exc)
+    if isinstance(exc, TypeError) and ("argument" in text or "positional" in text):
+        return f"keep the signature `{expected}`"
+    return ""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -39,7 +46,7 @@ def _batch_error_hint(exc: BaseException, case: Case) -> str:
             "a window starting at len(data) - T has no target for its last token: the starts "
             "must be smaller than len(data) - T"
         )
-    return _signature_hint(exc, "next_token_batch(data, T, B, generator)")
+    return signature_hint(exc, "next_token_batch(data, T, B, generator)")
 
 
 def _batch_cases(hidden: bool) -> list[tuple[int, int, int, int]]:
@@ -306,7 +313,7 @@ def _lm_error_hint(exc: BaseException, case: Case) -> str:
             "F.cross_entropy expects (N, V) logits and (N,) targets: flatten with "
             ".reshape(-1, V) and .reshape(-1)"
         )
-    return _signature_hint(exc, "causal_lm_loss(logits, ids, attention_mask=None)")
+    return signature_hint(exc, "causal_lm_loss(logits, ids, attention_mask=None)")
 
 
 def _lm_cases(hidden: bool) -> list[Case]:

@@ -20,7 +20,7 @@ from torch import Tensor, nn
 from transformer_lab.blocks import Block
 from transformer_lab.checks._core import Case, Mistake, Runner, describe_args, generator
 from transformer_lab.checks._integrity import TRUSTED, Forbidden
-from transformer_lab.checks.attention import _signature_hint
+from transformer_lab.checks.gpt import signature_hint
 from transformer_lab.masks import causal_mask
 from transformer_lab.models import gpt as _gpt
 
@@ -318,7 +318,7 @@ def check_gpt_from_blocks(GPTFromBlocks, hidden: bool = False) -> None:
     """Check ``GPTFromBlocks(config)``: its parts take the reference GPT's weights, and its
     logits equal the reference's for several batch sizes and lengths (T = 1 .. max_len)."""
     __tracebackhide__ = True  # IPython hides this frame: students see their cell and the message
-    hint = lambda e, c: tuple_hint(e) or _signature_hint(e, "GPTFromBlocks(config)")  # noqa: E731
+    hint = lambda e, c: tuple_hint(e) or signature_hint(e, "GPTFromBlocks(config)")  # noqa: E731
     run = Runner("check_gpt_from_blocks", GPTFromBlocks, forbidden_gpt(), hidden, hint)
     for n, config in enumerate(_gpt_configs(hidden)):
         ref = random_gpt(config, seed=(900 if hidden else 90) + n)

@@ -18,7 +18,7 @@ from torch import Tensor
 
 from transformer_lab.checks._core import Case, Runner, describe_args, generator
 from transformer_lab.checks._integrity import TRUSTED
-from transformer_lab.checks.attention import _signature_hint
+from transformer_lab.checks.gpt import signature_hint
 from transformer_lab.checks.gpt_model import forbidden_gpt, random_gpt, tuple_hint
 from transformer_lab.heads import KVCache
 from transformer_lab.models import gpt as _gpt
@@ -129,7 +129,7 @@ def check_generate_greedy(generate_greedy, hidden: bool = False) -> None:
     def hint(e: BaseException, c: Case) -> str:
         if "Sizes of tensors must match" in str(e):
             return "take the argmax over the vocabulary, argmax(dim=-1, keepdim=True): one (B, 1) token per sequence"
-        return tuple_hint(e) or _signature_hint(e, "generate_greedy(model, idx, max_new_tokens)")
+        return tuple_hint(e) or signature_hint(e, "generate_greedy(model, idx, max_new_tokens)")
 
     run = Runner("check_generate_greedy", generate_greedy, forbidden_gpt(), hidden, hint)
     models: dict[int, _gpt.GPT] = {}

@@ -20,7 +20,7 @@ from torch import Tensor
 
 from transformer_lab.checks._core import Case, Runner, describe_args, generator
 from transformer_lab.checks._integrity import TRUSTED, Forbidden
-from transformer_lab.checks.attention import _signature_hint
+from transformer_lab.checks.gpt import signature_hint
 from transformer_lab.models import gpt as _gpt
 
 __all__ = ["check_filter_logits", "reference_filter_logits"]
@@ -189,7 +189,7 @@ def _filter_error_hint(exc: BaseException, case: Case) -> str:
         return "top_k larger than V keeps every token: use min(top_k, V)"
     if k == 0 and ("index" in text or "out of" in text):
         return "top_k=0 means 'no top-k filtering' (as in Hugging Face and the package)"
-    return _signature_hint(exc, "filter_logits(logits, temperature=1.0, top_k=None, top_p=None)")
+    return signature_hint(exc, "filter_logits(logits, temperature=1.0, top_k=None, top_p=None)")
 
 
 def check_filter_logits(filter_logits, hidden: bool = False) -> None:
