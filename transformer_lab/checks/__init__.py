@@ -93,7 +93,10 @@ from transformer_lab.checks import bert_masking as _bert_masking_checks
 from transformer_lab.checks import blocks as _blocks_checks
 from transformer_lab.checks import cost as _cost_checks
 from transformer_lab.checks import decoder as _decoder_checks
+from transformer_lab.checks import gpt as _gpt_checks
+from transformer_lab.checks import gpt_model as _gpt_model_checks
 from transformer_lab.checks import heads as _heads_checks
+from transformer_lab.checks import kv_cache as _kv_cache_checks
 from transformer_lab.checks import leaks as _leak_checks
 from transformer_lab.checks import long_context as _long_context_checks
 from transformer_lab.checks import masks as _masks_checks
@@ -104,6 +107,7 @@ from transformer_lab.checks import projections as _projection_checks
 from transformer_lab.checks import residual as _residual_checks
 from transformer_lab.checks import rollout as _rollout_checks
 from transformer_lab.checks import rope as _rope_checks
+from transformer_lab.checks import sampling as _sampling_checks
 from transformer_lab.checks import shift as _shift_checks
 from transformer_lab.checks import sizes as _sizes_checks
 from transformer_lab.checks import softmax as _softmax_checks
@@ -121,7 +125,10 @@ from transformer_lab.checks.bert_masking import check_mlm_corrupt
 from transformer_lab.checks.blocks import check_layer_norm, check_mlp
 from transformer_lab.checks.cost import check_self_attention_macs
 from transformer_lab.checks.decoder import check_decoder_block
+from transformer_lab.checks.gpt import check_causal_lm_loss, check_next_token_batch
+from transformer_lab.checks.gpt_model import check_gpt_from_blocks
 from transformer_lab.checks.heads import check_merge_heads, check_split_heads
+from transformer_lab.checks.kv_cache import check_generate_greedy
 from transformer_lab.checks.leaks import check_future_leaks
 from transformer_lab.checks.long_context import (
     check_grouped_query_attention,
@@ -136,6 +143,7 @@ from transformer_lab.checks.projections import check_cross_attention, check_self
 from transformer_lab.checks.residual import Sublayers, check_encoder_block, sublayers_of
 from transformer_lab.checks.rollout import check_attention_rollout
 from transformer_lab.checks.rope import check_apply_rope
+from transformer_lab.checks.sampling import check_filter_logits
 from transformer_lab.checks.shift import check_offset_dot_product, check_shift_matrix
 from transformer_lab.checks.sizes import check_count_parameters
 from transformer_lab.checks.softmax import check_softmax
@@ -183,6 +191,11 @@ __all__ = [
     "check_cls_logits",
     "check_masked_lm_loss",
     "check_mlm_corrupt",
+    "check_causal_lm_loss",
+    "check_next_token_batch",
+    "check_gpt_from_blocks",
+    "check_generate_greedy",
+    "check_filter_logits",
     "verify_integrity",
     "diagnose",
     "Diagnosis",
@@ -272,6 +285,14 @@ for _name, _check in (
     ("cls_logits", check_cls_logits),
 ):
     _api.register(_name, _check, None)
+for _name, _check in (
+    ("next_token_batch", check_next_token_batch),
+    ("causal_lm_loss", check_causal_lm_loss),
+    ("gpt_from_blocks", check_gpt_from_blocks),
+    ("filter_logits", check_filter_logits),
+    ("generate_greedy", check_generate_greedy),
+):
+    _api.register(_name, _check, None)
 del _name, _check, _reference
 
 # Snapshot what the checks trust, then make every checks module read-only.
@@ -310,6 +331,10 @@ for _module in (
     _bert_checks,
     _bert_heads_checks,
     _bert_masking_checks,
+    _gpt_checks,
+    _gpt_model_checks,
+    _kv_cache_checks,
+    _sampling_checks,
 ):
     _integrity.seal(_module.__name__)
 del _module

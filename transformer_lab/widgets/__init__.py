@@ -30,6 +30,8 @@ diagnosis is shown under the plot.
     layer_norm_explorer   one token before and after layer norm (optionally your own layer_norm)
     residual_explorer     the residual stream's norm and each branch's share, pre- vs post-norm
     mlm_explorer / minilm_attention_explorer / similarity_explorer   BERT (notebook 6)
+    generation_explorer   a trained GPT writing, with every step's next-token distribution
+    gpt_attention_explorer  the trained GPT's attention over a prompt, by layer and head
 
 Each call returns an ``ipywidgets`` widget (an :class:`~transformer_lab.widgets._common.Explorer`)
 with ``.controls`` (name -> control; set ``.value`` to drive it), ``.figure`` (the matplotlib
@@ -80,6 +82,7 @@ _EXPLORERS = {
     "mlm_explorer": "bert",
     "minilm_attention_explorer": "minilm",
     "similarity_explorer": "minilm",
+    **{"generation_explorer": "gpt", "gpt_attention_explorer": "gpt"},
 }
 
 __all__ = [*_EXPLORERS, "GradingPlaceholder"]

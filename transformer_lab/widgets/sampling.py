@@ -9,8 +9,9 @@ then renormalise what is left with a softmax and sample from it.
 
 from __future__ import annotations
 
+import html
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -56,6 +57,7 @@ def sampling_explorer(
     logits: Sequence[float] | Tensor | None = None,
     tokens: Sequence[str] | None = None,
     seed: int = 0,
+    filter_fn: Callable[..., Tensor] | None = None,
 ) -> Any:
     """Bars of the next-token distribution before and after temperature, top-k and top-p.
 
@@ -64,11 +66,13 @@ def sampling_explorer(
             default: made-up logits for "the cat sat on the ...".
         tokens: V labels for the bars (default: words for the made-up logits, else ids).
         seed: seed of the default logits.
+        filter_fn: your ``filter_logits(logits, temperature, top_k, top_p)`` (notebook 7); its
+            distribution is drawn beside the reference's, and the readout says where they differ.
     Returns:
         An Explorer with controls ``temperature``, ``top_k`` (0 = off) and ``top_p`` (1 = off);
         ``state()`` has ``probs`` (V,) = softmax(logits), ``tempered`` = softmax(logits / tau),
-        ``final`` (V,) (the distribution sampled from) and ``kept`` (V,) bool.
-        Under grading, a placeholder.
+        ``final`` (V,) (the distribution sampled from) and ``kept`` (V,) bool; with ``filter_fn``
+        also ``yours`` (V,) (None if it raised). Under grading, a placeholder.
     """
     z = _default_logits(seed) if logits is None else as_float_tensor("logits", logits)
     check_tensor("logits", z, dims=1)
@@ -78,6 +82,8 @@ def sampling_explorer(
     if tokens is None:
         tokens = DEFAULT_TOKENS if logits is None else [str(i) for i in range(V)]
     tokens = [str(t) for t in tokens]
+    if filter_fn is not None and not callable(filter_fn):
+        raise TypeError(f"filter_fn must be a function, but received {type(filter_fn).__name__}.")
     if len(tokens) != V:
         raise ValueError(
             f"tokens must label every logit, but received {len(tokens)} tokens for {V} logits."
@@ -92,11 +98,19 @@ def sampling_explorer(
     view = ui.FigureView(fig)
     x = np.arange(V)
     ax.bar(x - 0.2, probs.numpy(), 0.4, color=ui.GREY, label="softmax(logits), τ = 1")
+    w = 0.27 if filter_fn is not None else 0.4
     final_bars = ax.bar(
-        x + 0.2, np.zeros(V), 0.4, color=ui.BLUE, label="after τ, top-k, top-p (renormalised)"
+        x + (0.0 if filter_fn is not None else 0.2),
+        np.zeros(V),
+        w,
+        color=ui.BLUE,
+        label="after τ, top-k, top-p (renormalised)",
     )
+    your_bars = []
+    if filter_fn is not None:
+        your_bars = list(ax.bar(x + w, np.zeros(V), w, color=ui.ORANGE, label="your filter_logits"))
     (tempered_marks,) = ax.plot(
-        x + 0.2,
+        x + (0.0 if filter_fn is not None else 0.2),
         np.zeros(V),
         "_",
         ms=11,
@@ -108,7 +122,7 @@ def sampling_explorer(
     ax.set_ylim(0, 1.05)
     ax.set_ylabel("probability")
     ax.legend(loc="upper right", frameon=False)
-    view.animate(list(final_bars), tempered_marks)
+    view.animate(list(final_bars), tempered_marks, your_bars)
 
     controls = {
         "temperature": ui.widgets.FloatLogSlider(
@@ -146,7 +160,28 @@ def sampling_explorer(
             f"{int(kept.sum())} of {V} tokens can be sampled; most likely '{tokens[int(final.argmax())]}' "
             f"with p = {float(final.max()):.2f}; entropy {entropy:.2f} nats (at most log {V} = {math.log(V):.2f})."
         )
+        yours = None
+        if filter_fn is not None:
+            try:
+                out = torch.as_tensor(filter_fn(z.clone(), tau, top_k, top_p)).float()
+                if out.shape != z.shape:
+                    raise ValueError(f"returned shape {tuple(out.shape)}, expected {(V,)}")
+                yours = softmax(out)  # (V,)
+            except Exception as err:  # shown in the readout, never raised into the UI
+                readout += (
+                    f"<br><span style='color:{ui.RED}'>your filter_logits raised "
+                    f"{html.escape(type(err).__name__)}: {html.escape(str(err))}</span>"
+                )
+            if yours is not None:
+                same = bool(torch.allclose(yours, final, atol=1e-5))
+                readout += "<br>your filter_logits " + (
+                    "gives the same distribution."
+                    if same
+                    else f"<span style='color:{ui.RED}'>gives a different distribution.</span>"
+                )
+            ui.set_bar_heights(your_bars, (yours if yours is not None else torch.zeros(V)).numpy())
         state = {
+            "yours": None if yours is None else yours.numpy(),
             "temperature": tau,
             "top_k": top_k,
             "top_p": top_p,

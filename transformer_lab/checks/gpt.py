@@ -1,0 +1,423 @@
+"""Checks for notebook 7 (GPT), part 1: next-token batches and the causal language-model loss.
+
+Student-facing signatures:
+
+    next_token_batch(data, T, B, generator) -> (x, y), both (B, T) long, y[:, t] = x[:, t + 1]
+    causal_lm_loss(logits, ids, attention_mask=None) -> scalar tensor, the mean next-token
+        cross-entropy over the positions whose target is a real token
+
+The other checks of notebook 7: :mod:`~transformer_lab.checks.gpt_model` (GPT from blocks),
+:mod:`~transformer_lab.checks.sampling` (filtering), :mod:`~transformer_lab.checks.kv_cache`.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from transformer_lab.checks._core import Case, Mistake, Runner, describe_args, generator
+from transformer_lab.checks._integrity import TRUSTED
+
+__all__ = ["check_next_token_batch", "check_causal_lm_loss", "signature_hint"]
+
+ATOL, RTOL = 1e-5, 1e-4
+
+
+def signature_hint(exc: BaseException, expected: str) -> str:
+    """'keep the signature ...' when the student's function was called with arguments it lacks."""
+    text = str(exc)
+    if isinstance(exc, TypeError) and ("argument" in text or "positional" in text):
+        return f"keep the signature `{expected}`"
+    return ""
+
+
+# ---------------------------------------------------------------------------------------------
+# next-token batches
+def _batch_error_hint(exc: BaseException, case: Case) -> str:
+    text = str(exc)
+    if "from" in text and "to" in text and "random" in text:
+        return (
+            "with len(data) = T + 1 there is exactly one window (start 0): draw the starts with "
+            "torch.randint(len(data) - T, (B,), generator=generator)"
+        )
+    if "stack expects each tensor to be equal size" in text or "must match the size" in text:
+        return (
+            "a window starting at len(data) - T has no target for its last token: the starts "
+            "must be smaller than len(data) - T"
+        )
+    return signature_hint(exc, "next_token_batch(data, T, B, generator)")
+
+
+def _batch_cases(hidden: bool) -> list[tuple[int, int, int, int]]:
+    """(N, T, B, seed): a long stream, then the smallest streams that have one and two windows."""
+    cases = [(200, 8, 6, 1), (9, 8, 4, 2), (10, 8, 64, 3), (50, 1, 16, 4)]
+    if hidden:
+        cases += [(500, 32, 12, 11), (6, 5, 3, 12), (34, 32, 80, 13), (300, 3, 40, 14)]
+    return cases
+
+
+def check_next_token_batch(next_token_batch, hidden: bool = False) -> None:
+    """Check ``next_token_batch(data, T, B, generator) -> (x, y)`` by its properties: every row
+    of x is T consecutive tokens of data, y is the same window one token later, every start
+    0 .. len(data) - T - 1 can be drawn, and the batch depends on the generator only."""
+    __tracebackhide__ = True  # IPython hides this frame: students see their cell and the message
+    run = Runner("check_next_token_batch", next_token_batch, (), hidden, _batch_error_hint)
+    for N, T, B, seed in _batch_cases(hidden):
+        # Distinct token values, so each row's start in the stream can be read off its first token.
+        data = (torch.randperm(N, generator=generator(seed)) + 3).long()  # (N,)
+        where = torch.full((N + 3,), -1, dtype=torch.long)
+        where[data] = torch.arange(N)
+        case = Case(
+            f"len(data)={N}, T={T}, B={B}",
+            (data, T, B, generator(100 + seed)),
+            {},
+            describe_args(data=data, T=T, B=B),
+        )
+        global_rng = torch.get_rng_state()
+        result = run.call(case)
+        x, y = _batch_pair(run, result, case, B, T)
+        starts = where[x[:, 0]]  # (B,)
+        windows = [data[s : s + T] for s in starts.tolist()]
+        for b, (row, s) in enumerate(zip(x, starts.tolist())):
+            if s + T > N or not TRUSTED.equal(row, windows[b]):
+                run.fail(f"row {b} of x is not T = {T} consecutive tokens of data.", case)
+        _check_targets(run, case, data, x, y, starts, T)
+        if B >= 8 and N - T > 1 and bool((starts == starts[0]).all()):
+            run.fail(f"all {B} rows are the same window: draw B independent starts.", case)
+        if N - T == 2 and set(starts.tolist()) != {0, 1}:
+            run.fail(
+                f"with len(data) = T + 2 there are two windows (starts 0 and 1), but in {B} rows "
+                f"yours drew only start {starts[0].item()}: draw the starts from 0 .. len(data) - T - 1, "
+                "e.g. torch.randint(len(data) - T, (B,), generator=generator).",
+                case,
+            )
+        # Same seed, different global RNG state: the same batch, or the generator is ignored.
+        torch.manual_seed(seed + 7)
+        again = run.call(Case(case.name, (data, T, B, generator(100 + seed)), {}, case.describe))
+        torch.set_rng_state(global_rng)
+        x2, y2 = _batch_pair(run, again, case, B, T)
+        if not (TRUSTED.equal(x, x2) and TRUSTED.equal(y, y2)):
+            run.fail(
+                "two calls with generators of the same seed gave different batches: draw the "
+                "starts with the generator you are given (generator=generator), not the global RNG.",
+                case,
+            )
+    run.passed()
+
+
+def _batch_pair(run: Runner, result, case: Case, B: int, T: int) -> tuple[Tensor, Tensor]:
+    __tracebackhide__ = True
+    if result is None:
+        run.fail("your function returned None: return the tuple (x, y).", case)
+    if not isinstance(result, (tuple, list)) or len(result) != 2:
+        got = f"a {type(result).__name__}"
+        if TRUSTED.is_tensor(result):
+            got += f" of shape {tuple(result.shape)}"
+        run.fail(f"return the tuple (x, y), but your function returned {got}.", case)
+    pair = []
+    for name, value in zip("xy", result):
+
+        def hint(got: tuple, name=name) -> str | None:
+            if got == (T, B):
+                return "that is (T, B): stack the B windows as rows"
+            if got == (B, T + 1):
+                return f"that is the whole window of T + 1 tokens: {name} holds T of them"
+            return None
+
+        if TRUSTED.is_tensor(value) and value.dtype != torch.long and tuple(value.shape) == (B, T):
+            run.fail(
+                f"{name} should hold token ids as torch.long, but yours has dtype {value.dtype} "
+                "(nn.Embedding and F.cross_entropy need integer ids).",
+                case,
+            )
+        pair.append(run.expect_tensor(value, case, (B, T), torch.long, name, hint))
+    return pair[0], pair[1]
+
+
+def _check_targets(run: Runner, case: Case, data, x, y, starts, T) -> None:
+    __tracebackhide__ = True
+    want = torch.stack([data[s + 1 : s + 1 + T] for s in starts.tolist()])  # (B, T)
+    if TRUSTED.equal(y, want):
+        return
+    if TRUSTED.equal(y, x):
+        run.fail(
+            "the targets equal the inputs: y[:, t] must be the token AFTER x[:, t], i.e. the "
+            "window shifted by one (x = window[:-1], y = window[1:]).",
+            case,
+        )
+    before = [data[s - 1 : s - 1 + T] if s >= 1 else None for s in starts.tolist()]
+    if all(w is not None for w in before) and TRUSTED.equal(y, torch.stack(before)):
+        run.fail(
+            "shifted the wrong way: y[:, t] is the token BEFORE x[:, t]; it must be the one after "
+            "(x = window[:-1], y = window[1:]).",
+            case,
+        )
+    if T > 1 and TRUSTED.equal(y, torch.roll(x, -1, dims=1)):
+        run.fail(
+            "the last target wraps around to the first input token (torch.roll): take T + 1 "
+            "tokens and split them, x = window[:-1], y = window[1:].",
+            case,
+        )
+    if T > 1 and TRUSTED.equal(y[:, :-1], x[:, 1:]):
+        run.fail(
+            "y[:, :-1] matches, but the last target is wrong: it is the token right after the "
+            "window, data[start + T].",
+            case,
+        )
+    run.fail(
+        "y is not x shifted by one token: x and y must come from the same window "
+        "(one start per row, x = data[s : s + T], y = data[s + 1 : s + T + 1]).",
+        case,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# the causal language-model loss
+def reference_lm_loss(logits: Tensor, ids: Tensor, attention_mask: Tensor | None = None) -> Tensor:
+    """Mean cross-entropy of logits[:, t] against ids[:, t + 1] over real targets (PyTorch's loss)."""
+    V = logits.shape[-1]
+    targets = ids[:, 1:]  # (B, T - 1): the token after each position
+    if attention_mask is not None:
+        targets = targets.masked_fill(attention_mask[:, 1:] == 0, -100)
+    return F.cross_entropy(logits[:, :-1].reshape(-1, V), targets.reshape(-1), ignore_index=-100)
+
+
+def _nll(logp: Tensor, targets: Tensor) -> Tensor:
+    return -logp.gather(-1, targets[..., None])[..., 0]  # (B, T')
+
+
+def _lm_variant(
+    logits, ids, mask, align="shift", mask_at="targets", reduce="mean", logp="log_softmax"
+) -> Tensor:
+    """The loss with one known mistake (alignment, where the mask is read, the reduction, ...)."""
+    B, T, V = logits.shape
+    if (
+        align == "flat"
+    ):  # shifted after flattening: the last position of a sequence predicts the next one's first token
+        flat_ids = ids.reshape(-1)[1:]
+        flat_keep = (
+            torch.ones_like(flat_ids, dtype=torch.bool)
+            if mask is None
+            else mask.reshape(-1)[1:] == 1
+        )
+        nll = _nll(torch.log_softmax(logits.reshape(-1, V)[:-1], -1), flat_ids)
+        return nll[flat_keep].mean()
+    if align == "shift":
+        z, tgt, keep_idx = logits[:, :-1], ids[:, 1:], slice(1, None)
+    elif align == "none":
+        z, tgt, keep_idx = logits, ids, slice(None)
+    elif align == "reversed":
+        z, tgt, keep_idx = logits[:, 1:], ids[:, :-1], slice(None, -1)
+    else:  # "roll": the last position is scored against the first token
+        z, tgt, keep_idx = logits, torch.roll(ids, -1, dims=1), slice(None)
+        if mask is not None:
+            mask = torch.roll(
+                mask, -1, dims=1
+            )  # the rolled mask, read where the rolled targets are
+    if logp == "log_softmax":
+        lp = torch.log_softmax(z, dim=-1)
+    elif logp == "time":
+        lp = torch.log_softmax(z, dim=1)
+    elif logp == "double":
+        lp = torch.log_softmax(torch.softmax(z, dim=-1), dim=-1)
+    else:  # "prob": -p instead of -log p
+        lp = torch.softmax(z, dim=-1)
+    nll = _nll(lp, tgt)  # (B, T')
+    if mask is None or mask_at == "ignored":
+        keep = torch.ones_like(nll, dtype=torch.bool)
+    elif mask_at == "targets":
+        keep = mask[:, keep_idx] == 1
+    else:  # the mask read at the inputs' positions
+        keep = (mask[:, :-1] if align == "shift" else mask) == 1
+    keep = keep[:, : nll.shape[1]]
+    if reduce == "mean":
+        return nll[keep].mean()
+    if reduce == "sum":
+        return nll[keep].sum()
+    if reduce == "mean_all":  # padding zeroed, but still counted in the denominator
+        return (nll * keep).mean()
+    per_seq = (nll * keep).sum(1) / keep.sum(1).clamp(min=1)  # (B,)
+    return per_seq.mean()
+
+
+_LM_MISTAKES = [
+    (
+        dict(align="none"),
+        "the targets are not shifted: logits[:, t] must be scored against the NEXT token "
+        "ids[:, t + 1], not ids[:, t] (use logits[:, :-1] with ids[:, 1:]).",
+    ),
+    (
+        dict(align="reversed"),
+        "shifted the wrong way: position t predicts token t + 1, so pair logits[:, :-1] with "
+        "ids[:, 1:] (yours pairs logits[:, 1:] with ids[:, :-1]).",
+    ),
+    *(
+        (
+            dict(align="roll", mask_at=where),
+            "the loss includes the last position, whose target wraps around to the first token "
+            "(torch.roll): the last position has no next token, drop it (logits[:, :-1], ids[:, 1:]).",
+        )
+        for where in ("targets", "ignored")
+    ),
+    (
+        dict(mask_at="ignored"),
+        "the padding targets are counted: leave out every position whose TARGET is padding "
+        "(attention_mask[:, 1:] == 0), e.g. set those targets to -100 (ignore_index).",
+    ),
+    (
+        dict(mask_at="inputs"),
+        "the mask is read at the inputs' positions: a target is padding when attention_mask[:, 1:] "
+        "is 0 (shift the mask like the targets), not attention_mask[:, :-1].",
+    ),
+    (
+        dict(reduce="per_sequence"),
+        "averaged per sequence, then over the batch: average over all real target tokens at once, "
+        "so every token weighs the same (short sequences must not count more).",
+    ),
+    (dict(reduce="sum"), "the loss is summed over the tokens: return the mean."),
+    (
+        dict(reduce="mean_all"),
+        "the padding's losses are zeroed but still counted in the average: divide by the number "
+        "of real targets, not by the number of positions.",
+    ),
+    (
+        dict(align="flat"),
+        "the shift crosses sequences: you flattened the batch and then shifted, so the last "
+        "position of each sequence predicts the first token of the next. Shift within each "
+        "sequence (logits[:, :-1], ids[:, 1:]) before flattening.",
+    ),
+    (
+        dict(logp="time"),
+        "the log-softmax runs over the positions (dim=1): it must run over the vocabulary, the "
+        "last dimension.",
+    ),
+    (
+        dict(logp="double"),
+        "softmax applied twice: F.cross_entropy takes raw logits and applies log_softmax itself; "
+        "do not pass probabilities.",
+    ),
+    (
+        dict(logp="prob"),
+        "the loss uses the probability of the target, -p, instead of its log-probability -log p.",
+    ),
+]
+
+
+def _lm_error_hint(exc: BaseException, case: Case) -> str:
+    text = str(exc)
+    if "NoneType" in text and "subscriptable" in text:
+        return "attention_mask=None means every token is real: handle the None case first"
+    if "Expected target size" in text or "expected input batch_size" in text:
+        return (
+            "F.cross_entropy expects (N, V) logits and (N,) targets: flatten with "
+            ".reshape(-1, V) and .reshape(-1)"
+        )
+    return signature_hint(exc, "causal_lm_loss(logits, ids, attention_mask=None)")
+
+
+def _lm_cases(hidden: bool) -> list[Case]:
+    g = generator(9707 if hidden else 707)
+    specs = [
+        (2, 6, 11, "pad"),
+        (3, 5, 7, None),
+        (1, 2, 5, None),
+        (4, 7, 13, "pad"),
+        (2, 4, 9, "ones"),
+    ]
+    if hidden:
+        specs += [(5, 9, 31, "pad"), (1, 12, 300, None), (3, 3, 4, "pad"), (6, 16, 65, "pad")]
+    cases = []
+    for B, T, V, kind in specs:
+        logits = torch.randn(B, T, V, generator=g) * 2.0
+        ids = torch.randint(0, V, (B, T), generator=g)
+        mask = None
+        if kind == "ones":
+            mask = torch.ones(B, T, dtype=torch.long)
+        elif kind == "pad":  # right padding: lengths from 2 to T, the first sequence full
+            lengths = torch.randint(2, T + 1, (B,), generator=g)
+            lengths[0] = T
+            if B > 1:
+                lengths[1] = 2
+            mask = (torch.arange(T)[None, :] < lengths[:, None]).long()  # (B, T)
+            ids = ids.masked_fill(mask == 0, 0)  # pad id 0
+        kwargs = {} if mask is None else {"attention_mask": mask}
+        case = Case(
+            f"B={B}, T={T}, V={V}" + (", right-padded" if kind == "pad" else ""),
+            (logits, ids),
+            kwargs,
+            describe_args(logits=logits, ids=ids, attention_mask=mask),
+        )
+        case.data.update(logits=logits, ids=ids, mask=mask)
+        cases.append(case)
+    return cases
+
+
+def check_causal_lm_loss(causal_lm_loss, hidden: bool = False) -> None:
+    """Check ``causal_lm_loss(logits, ids, attention_mask=None)`` against PyTorch's cross-entropy
+    on the shifted targets (padding targets ignored), value and gradient."""
+    __tracebackhide__ = True  # IPython hides this frame: students see their cell and the message
+    run = Runner("check_causal_lm_loss", causal_lm_loss, (), hidden, _lm_error_hint)
+    for case in _lm_cases(hidden):
+        logits, ids, mask = case.data["logits"], case.data["ids"], case.data["mask"]
+        expected = reference_lm_loss(logits, ids, mask)
+        value = run.call(case)
+        if isinstance(value, (float, int)) and not isinstance(value, bool):
+            run.fail(
+                "return the loss as a tensor (e.g. without .item()): training calls loss.backward().",
+                case,
+            )
+        if TRUSTED.is_tensor(value) and value.numel() == 1 and value.dim() > 0:
+            run.fail(
+                f"the loss should be a 0-dimensional tensor (a scalar), but yours has shape "
+                f"{tuple(value.shape)}: average over every real target token.",
+                case,
+            )
+        if TRUSTED.is_tensor(value) and value.dim() > 0:
+            run.fail(
+                f"the loss should be one number (a 0-dimensional tensor), but yours has shape "
+                f"{tuple(value.shape)}: average over every real target token of every sequence.",
+                case,
+            )
+        out = run.expect_tensor(value, case, (), torch.float32, "loss")
+        if not run.close(out, expected, ATOL, RTOL):
+            mistakes = [
+                Mistake(message, lambda kw=kw: _lm_variant(logits, ids, mask, **kw))
+                for kw, message in _LM_MISTAKES
+            ]
+            run.fail(
+                run.diagnose(out, mistakes, ATOL, RTOL) or run.mismatch(out, expected, "loss"),
+                case,
+            )
+    _check_lm_gradient(run, causal_lm_loss, hidden)
+    run.passed()
+
+
+def _check_lm_gradient(run: Runner, causal_lm_loss, hidden: bool) -> None:
+    """The loss must stay connected to the logits: its gradient equals the reference's."""
+    __tracebackhide__ = True
+    case = _lm_cases(hidden)[0]
+    logits, ids, mask = case.data["logits"], case.data["ids"], case.data["mask"]
+    leaf = logits.clone().requires_grad_(True)
+    reference_lm_loss(leaf, ids, mask).backward()
+    expected = leaf.grad.clone()
+
+    def with_gradient(z, i, attention_mask=None):
+        z = z.clone().requires_grad_(True)
+        loss = causal_lm_loss(z, i, attention_mask=attention_mask)
+        if not (TRUSTED.is_tensor(loss) and loss.requires_grad):
+            return None
+        loss.backward()
+        return z.grad
+
+    grad_run = Runner(run.name, with_gradient, (), run.hidden, _lm_error_hint)
+    grad = grad_run.call(Case(case.name + ", gradient", case.args, case.kwargs, case.describe))
+    run.n_cases += 1
+    if grad is None:
+        run.fail(
+            "the loss is not connected to the logits (no gradient): compute it with torch "
+            "operations on the logits, without .item(), .detach() or torch.tensor(...).",
+            case,
+        )
+    if not run.close(grad, expected, 1e-6, 1e-4):
+        run.fail("the loss's gradient with respect to the logits differs from the reference.", case)

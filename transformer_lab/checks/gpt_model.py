@@ -1,0 +1,353 @@
+"""Checks for notebook 7 (GPT), part 3: GPT assembled from the package's blocks.
+
+Student-facing signature:
+
+    GPTFromBlocks(config) -> nn.Module with tok_emb, pos_emb, blocks, norm_f, lm_head;
+        model(idx (B, T)) -> logits (B, T, V), equal to the package's GPT with the same weights
+
+Compared with the package's :class:`~transformer_lab.models.GPT` (proved equal to Hugging Face's
+``GPT2LMHeadModel`` in the tests) on seeded random weights, computed before the student's code
+runs. :func:`random_gpt`, :func:`forbidden_gpt` and :func:`tuple_hint` serve the KV-cache check too.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+from transformer_lab.blocks import Block
+from transformer_lab.checks._core import Case, Mistake, Runner, describe_args, generator
+from transformer_lab.checks._integrity import TRUSTED, Forbidden
+from transformer_lab.checks.gpt import signature_hint
+from transformer_lab.masks import causal_mask
+from transformer_lab.models import gpt as _gpt
+
+__all__ = ["check_gpt_from_blocks", "random_gpt", "forbidden_gpt", "tuple_hint"]
+
+ATOL, RTOL = 1e-5, 1e-4
+
+
+def random_gpt(config: _gpt.GPTConfig, seed: int, scale: float = 0.3) -> _gpt.GPT:
+    """The package's GPT with large seeded random weights (GPT-2's tiny initial weights make
+    attention nearly uniform and would hide a missing mask or a wrong position)."""
+    torch.manual_seed(seed)  # only for the constructor's own init, overwritten below
+    model = _gpt.GPT(config).eval()
+    g = generator(seed)
+    with torch.no_grad():
+        for module in model.modules():
+            is_norm = "Norm" in type(module).__name__
+            for name, p in module.named_parameters(recurse=False):
+                offset = 1.0 if is_norm and name == "weight" else 0.0
+                p.copy_(torch.randn(p.shape, generator=g) * scale + offset)
+    return model
+
+
+def forbidden_gpt() -> list[Forbidden]:
+    items = [Forbidden("the package's GPT.forward", function=_gpt.GPT.forward)]
+    generate = _gpt.GPT.generate
+    items.append(
+        Forbidden("the package's GPT.generate", function=getattr(generate, "__wrapped__", generate))
+    )
+    if hasattr(_gpt.GPT, "_forward_cached"):
+        items.append(Forbidden("the package's cached decoding", function=_gpt.GPT._forward_cached))
+    return items
+
+
+def tuple_hint(exc: BaseException) -> str:
+    text = str(exc)
+    if "tuple" in text:
+        return "Block returns (x, weights): unpack it, x, _ = block(x, ...)"
+    if "index out of range" in text or "out of bounds" in text:
+        return (
+            "an index past the end of a table: the positions run 0..T-1 (torch.arange(T)), and "
+            "the position table is indexed with positions, not with token ids"
+        )
+    return ""
+
+
+# ---------------------------------------------------------------------------------------------
+# GPT from the package's blocks
+def _gpt_configs(hidden: bool) -> list[_gpt.GPTConfig]:
+    C = _gpt.GPTConfig
+    configs = [
+        C(vocab_size=29, max_len=10, n_layers=2, n_heads=2, d_model=16, tie_weights=True),
+        C(vocab_size=23, max_len=8, n_layers=1, n_heads=4, d_model=16, tie_weights=False),
+    ]
+    if hidden:
+        configs += [
+            C(vocab_size=41, max_len=12, n_layers=3, n_heads=2, d_model=24, d_ff=40, eps=1e-6),
+            C(
+                vocab_size=17,
+                max_len=9,
+                n_layers=2,
+                n_heads=2,
+                d_model=8,
+                activation="gelu",
+                bias=False,
+                tie_weights=False,
+            ),
+        ]
+    return configs
+
+
+def _block_like(ref_block: nn.Module, **changes) -> Block:
+    """A Block with the reference block's weights and one constructor argument changed."""
+    attn = ref_block.self_attn
+    args = dict(
+        d_model=attn.d_model,
+        n_heads=attn.n_heads,
+        d_ff=ref_block.mlp.fc1.out_features,
+        activation=changes.pop("activation_", None) or ref_block._tlab_activation,
+        norm_first=True,
+        bias=ref_block.mlp.fc1.bias is not None,
+        eps=ref_block.mlp_norm.eps,
+    )
+    args.update(changes)
+    block = Block(**args).eval()
+    block.load_state_dict(ref_block.state_dict())
+    return block
+
+
+def _gpt_variant(
+    ref,
+    idx,
+    positions="arange",
+    mask="causal",
+    final_norm=True,
+    blocks=None,
+    scale=False,
+    norm_eps=None,
+) -> Tensor:
+    """The reference GPT's forward pass with one known mistake."""
+    T, C = idx.shape[1], ref.config.d_model
+    x = ref.tok_emb(idx) * (math.sqrt(C) if scale else 1.0)  # (B, T, C)
+    table = ref.pos_emb.weight  # (max_len, C)
+    if positions == "arange":
+        x = x + table[:T]
+    elif positions == "from1":
+        x = x + table[1 : T + 1]
+    elif positions == "ids":
+        x = x + table[idx]
+    masks = {
+        "causal": causal_mask(T),
+        "none": None,
+        "strict": torch.ones(T, T, dtype=torch.bool).tril(-1),
+    }
+    for block in blocks if blocks is not None else ref.blocks:
+        x, _ = block(x, mask=masks[mask])
+    if final_norm:
+        x = nn.functional.layer_norm(
+            x, (C,), ref.norm_f.weight, ref.norm_f.bias, norm_eps or ref.config.eps
+        )
+    return ref.lm_head(x)
+
+
+def _gpt_mistakes(ref, idx, activation: str) -> list[Mistake]:
+    other = "gelu" if activation != "gelu" else "gelu_tanh"
+    eps = ref.config.eps
+    return [
+        Mistake(
+            "the position embeddings are missing: x = tok_emb(idx) + pos_emb(positions 0..T-1)",
+            lambda: _gpt_variant(ref, idx, positions="none"),
+        ),
+        Mistake(
+            "the positions start at 1: the first token sits at position 0 (torch.arange(T))",
+            lambda: _gpt_variant(ref, idx, positions="from1"),
+        ),
+        Mistake(
+            "the position table is indexed with the token ids: index it with the positions "
+            "torch.arange(T)",
+            lambda: _gpt_variant(ref, idx, positions="ids"),
+        ),
+        Mistake(
+            "no causal mask: every position sees the future; pass the causal mask (or "
+            "is_causal=True) to every block",
+            lambda: _gpt_variant(ref, idx, mask="none"),
+        ),
+        Mistake(
+            "the mask excludes the diagonal ('r_ij = -inf for j >= i'): in the course's "
+            "convention each token attends to itself too (s <= t)",
+            lambda: _gpt_variant(ref, idx, mask="strict"),
+        ),
+        Mistake(
+            "the final layer norm is missing: GPT-2 applies norm_f to the last block's output "
+            "before the head",
+            lambda: _gpt_variant(ref, idx, final_norm=False),
+        ),
+        Mistake(
+            "the blocks are post-norm: GPT-2 is pre-norm, Block(..., norm_first=True)",
+            lambda: _gpt_variant(
+                ref, idx, blocks=[_block_like(b, norm_first=False) for b in ref.blocks]
+            ),
+        ),
+        Mistake(
+            f"the blocks use the activation '{other}': pass activation=config.activation "
+            f"('{activation}')",
+            lambda: _gpt_variant(
+                ref, idx, blocks=[_block_like(b, activation_=other) for b in ref.blocks]
+            ),
+        ),
+        Mistake(
+            "the blocks use the default eps: pass eps=config.eps",
+            lambda: _gpt_variant(ref, idx, blocks=[_block_like(b, eps=1e-5) for b in ref.blocks]),
+        ),
+        Mistake(
+            "the final norm uses the default eps: pass eps=config.eps",
+            lambda: _gpt_variant(ref, idx, norm_eps=1e-5 if eps != 1e-5 else None),
+        ),
+        Mistake(
+            "the embeddings are multiplied by sqrt(C), as in the original Transformer; GPT-2 "
+            "does not scale them",
+            lambda: _gpt_variant(ref, idx, scale=True),
+        ),
+    ]
+
+
+def _param(run, case, module, attr: str, shape: tuple, what: str) -> nn.Parameter:
+    __tracebackhide__ = True
+    p = getattr(module, attr, None)
+    if not isinstance(p, torch.Tensor):
+        run.fail(f"{what} has no `.{attr}` tensor; build it as the exercise says.", case)
+    if tuple(p.shape) != shape:
+        run.fail(f"{what}.{attr} should have shape {shape}, but yours has {tuple(p.shape)}.", case)
+    return p
+
+
+def _install(run: Runner, case: Case, model, ref, config) -> None:
+    """Check the student's modules and copy the reference weights into them."""
+    __tracebackhide__ = True
+    V, C, L = config.vocab_size, config.d_model, config.max_len
+    if not isinstance(model, nn.Module):
+        run.fail(
+            f"GPTFromBlocks(config) should give an nn.Module, but gave a {type(model).__name__}.",
+            case,
+        )
+    for name in ("tok_emb", "pos_emb", "blocks", "norm_f", "lm_head"):
+        if not hasattr(model, name):
+            run.fail(
+                f"your model has no attribute `{name}`; the exercise names the parts tok_emb, "
+                "pos_emb, blocks, norm_f, lm_head (the check copies weights into them).",
+                case,
+            )
+    tok = _param(run, case, model.tok_emb, "weight", (V, C), "tok_emb")
+    pos = getattr(model.pos_emb, "weight", None)
+    if isinstance(pos, torch.Tensor) and tuple(pos.shape) == (V, C) and V != L:
+        run.fail(
+            f"pos_emb has one row per token of the vocabulary ({V}); it needs one per "
+            f"position: (max_len, C) = {(L, C)}.",
+            case,
+        )
+    pos = _param(run, case, model.pos_emb, "weight", (L, C), "pos_emb")
+    blocks = (
+        list(model.blocks)
+        if isinstance(model.blocks, (nn.ModuleList, nn.Sequential, list, tuple))
+        else None
+    )
+    if blocks is None or len(blocks) != config.n_layers:
+        got = "no list of blocks" if blocks is None else f"{len(blocks)}"
+        run.fail(
+            f"blocks should hold config.n_layers = {config.n_layers} blocks (an "
+            f"nn.ModuleList), but yours holds {got}.",
+            case,
+        )
+    for i, (mine, theirs) in enumerate(zip(blocks, ref.blocks)):
+        if not isinstance(mine, Block):
+            run.fail(
+                f"blocks[{i}] is a {type(mine).__name__}: build each with the package's Block "
+                "(from transformer_lab.blocks import Block).",
+                case,
+            )
+        try:
+            mine.load_state_dict(theirs.state_dict())
+        except RuntimeError as exc:
+            detail = " ".join(str(exc).split())[:160]
+            run.fail(
+                f"blocks[{i}] has different parameters from Block(d_model, n_heads, d_ff, "
+                f"bias=config.bias) ({detail}).",
+                case,
+            )
+    try:
+        model.norm_f.load_state_dict(ref.norm_f.state_dict())
+    except (RuntimeError, AttributeError) as exc:
+        detail = " ".join(str(exc).split())[:120]
+        run.fail(
+            f"norm_f should be a layer norm over C = {C} (bias={config.bias}), like the "
+            f"blocks' norms ({detail}).",
+            case,
+        )
+    head = _param(run, case, model.lm_head, "weight", (V, C), "lm_head")
+    if getattr(model.lm_head, "bias", None) is not None:
+        run.fail("GPT-2's output head has no bias: nn.Linear(C, V, bias=False).", case)
+    if config.tie_weights and head is not tok:
+        same = TRUSTED.equal(head.detach(), tok.detach())
+        run.fail(
+            "config.tie_weights is True: tie the head, self.lm_head.weight = "
+            "self.tok_emb.weight (the same Parameter"
+            + (
+                "; copying the values is not tying: they would drift apart in training)."
+                if same
+                else ")."
+            ),
+            case,
+        )
+    if not config.tie_weights and head is tok:
+        run.fail(
+            "config.tie_weights is False: the head needs its own (V, C) matrix, not "
+            "tok_emb.weight.",
+            case,
+        )
+    with torch.no_grad():
+        tok.copy_(ref.tok_emb.weight)
+        pos.copy_(ref.pos_emb.weight)
+        if not config.tie_weights:
+            head.copy_(ref.lm_head.weight)
+    n_mine = sum(p.numel() for p in model.parameters())
+    n_ref = sum(p.numel() for p in ref.parameters())
+    if n_mine != n_ref:
+        run.fail(
+            f"your model has {n_mine:,} parameters, the reference {n_ref:,}: build exactly the "
+            "five parts, nothing more.",
+            case,
+        )
+    model.eval()
+
+
+def check_gpt_from_blocks(GPTFromBlocks, hidden: bool = False) -> None:
+    """Check ``GPTFromBlocks(config)``: its parts take the reference GPT's weights, and its
+    logits equal the reference's for several batch sizes and lengths (T = 1 .. max_len)."""
+    __tracebackhide__ = True  # IPython hides this frame: students see their cell and the message
+    hint = lambda e, c: tuple_hint(e) or signature_hint(e, "GPTFromBlocks(config)")  # noqa: E731
+    run = Runner("check_gpt_from_blocks", GPTFromBlocks, forbidden_gpt(), hidden, hint)
+    for n, config in enumerate(_gpt_configs(hidden)):
+        ref = random_gpt(config, seed=(900 if hidden else 90) + n)
+        ref._tlab_activation = config.activation  # for the variants' rebuilt blocks
+        for b in ref.blocks:
+            b._tlab_activation = config.activation
+        label = f"config {n}: n_layers={config.n_layers}, d_model={config.d_model}, tie_weights={config.tie_weights}"
+        case = Case(label, (config,), {}, label)
+        model = run.call(case)
+        _install(run, case, model, ref, config)
+        forward = Runner(run.name, model, forbidden_gpt(), hidden, lambda e, c: tuple_hint(e))
+        g = generator(31 + n)
+        for B, T in ((2, config.max_len), (1, 1)) if n else ((3, 5), (2, config.max_len), (1, 1)):
+            idx = torch.randint(0, config.vocab_size, (B, T), generator=g)
+            with torch.no_grad():
+                expected = ref(idx).logits  # (B, T, V)
+            fcase = Case(f"{label}, idx {(B, T)}", (idx,), {}, describe_args(idx=idx))
+            with torch.no_grad():
+                value = forward.call(fcase)
+            run.n_cases += 1
+            if TRUSTED.is_tensor(value) or value is None:
+                pass
+            elif hasattr(value, "logits") or isinstance(value, (tuple, list)):
+                run.fail("forward should return the logits tensor (B, T, V) itself.", fcase)
+            out = run.expect_tensor(value, fcase, expected.shape, torch.float32, "logits")
+            if not run.close(out, expected, ATOL, RTOL):
+                run.fail(
+                    run.diagnose(out, _gpt_mistakes(ref, idx, config.activation), 1e-4, 1e-3)
+                    or run.mismatch(out, expected, "logits"),
+                    fcase,
+                )
+    run.passed()

@@ -1,0 +1,221 @@
+"""Checks for notebook 7 (GPT), part 4: greedy decoding with a key/value cache.
+
+Student-facing signature:
+
+    generate_greedy(model, idx, max_new_tokens) -> (B, T0 + max_new_tokens) ids: the prompt,
+        then greedy tokens, computed incrementally with one KVCache per block
+
+The reference is greedy decoding by full recomputation with the package's GPT (seeded random
+weights), computed before the student's code runs. Forward pre-hooks on the blocks record how
+many tokens each call gets and what its cache holds, so a correct answer that does not use the
+cache (or appends to it twice) is named too.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from transformer_lab.checks._core import Case, Runner, describe_args, generator
+from transformer_lab.checks._integrity import TRUSTED
+from transformer_lab.checks.gpt import signature_hint
+from transformer_lab.checks.gpt_model import forbidden_gpt, random_gpt, tuple_hint
+from transformer_lab.heads import KVCache
+from transformer_lab.models import gpt as _gpt
+
+__all__ = ["check_generate_greedy"]
+
+
+def _decode_variant(
+    model, idx, n, offset="right", prompt_mask=True, logits_at=-1, fresh=False, final_norm=True
+) -> Tensor:
+    """Greedy decoding with the cache and one known mistake."""
+    caches = [KVCache() for _ in model.blocks]
+    out = idx
+    table = model.pos_emb.weight  # (max_len, C)
+    for step in range(n):
+        if step == 0:
+            tokens, start = idx, 0
+        else:
+            tokens = out[:, -1:]  # (B, 1)
+            start = {"right": out.shape[1] - 1, "zero": 0, "plus1": out.shape[1]}[offset]
+            if fresh:
+                caches = [KVCache() for _ in model.blocks]
+        T = tokens.shape[1]
+        x = model.tok_emb(tokens) + table[start : start + T]  # (B, T, C)
+        if x.shape[1] != T:
+            raise IndexError("past the position table")
+        for block, cache in zip(model.blocks, caches):
+            x, _ = block(x, is_causal=prompt_mask or step > 0, cache=cache)
+        h = x[:, logits_at if step == 0 else -1]  # (B, C)
+        logits = model.lm_head(model.norm_f(h) if final_norm else h)  # (B, V)
+        out = torch.cat([out, logits.argmax(-1, keepdim=True)], dim=1)
+    return out
+
+
+_DECODE_MISTAKES = [
+    (
+        dict(offset="zero"),
+        "the new tokens' positions are not offset: the token at index L of the sequence sits "
+        "at position L, so use pos_emb(1, offset=L) (or the table row L), not position 0",
+    ),
+    (
+        dict(offset="plus1"),
+        "the positions are off by one: the newest token, at index L - 1 of a sequence of "
+        "length L, sits at position L - 1 (the prompt fills 0 .. T0 - 1)",
+    ),
+    (
+        dict(prompt_mask=False),
+        "the prompt runs without the causal mask: the first pass over the T0 prompt tokens "
+        "needs it (is_causal=True), or early prompt tokens see later ones",
+    ),
+    (
+        dict(logits_at=0),
+        "after the prompt, the next token comes from the LAST position's logits (x[:, -1]), "
+        "not the first",
+    ),
+    (
+        dict(fresh=True),
+        "a new, empty cache each step forgets the context: make one KVCache per block once, "
+        "before the loop, and keep passing the same ones",
+    ),
+    (
+        dict(final_norm=False),
+        "the final layer norm is missing: logits = lm_head(norm_f(x[:, -1]))",
+    ),
+]
+
+
+class _Recorder:
+    """Forward pre-hooks on the blocks: how many tokens each call got and what its cache held."""
+
+    def __init__(self, model) -> None:
+        self.calls: list[tuple[int, int, int | None, int]] = []  # (block, T, cache id, cached)
+        self.handles = [
+            block.register_forward_pre_hook(self._hook(i), with_kwargs=True)
+            for i, block in enumerate(model.blocks)
+        ]
+
+    def _hook(self, i: int):
+        def hook(module, args, kwargs):
+            x = args[0] if args else kwargs.get("x")
+            cache = kwargs.get("cache", args[5] if len(args) > 5 else None)
+            cached = cache.length if isinstance(cache, KVCache) else 0
+            self.calls.append((i, x.shape[1], None if cache is None else id(cache), cached))
+
+        return hook
+
+    def remove(self) -> None:
+        for h in self.handles:
+            h.remove()
+
+
+def _decode_cases(hidden: bool) -> list[tuple[_gpt.GPTConfig, int, int, int, int]]:
+    C = _gpt.GPTConfig
+    small = C(vocab_size=19, max_len=16, n_layers=2, n_heads=2, d_model=16)
+    cases = [(small, 2, 5, 6, 0), (small, 1, 1, 4, 1), (small, 3, 10, 6, 2)]  # 10 + 6 = max_len
+    if hidden:
+        other = C(vocab_size=31, max_len=20, n_layers=3, n_heads=4, d_model=32, tie_weights=False)
+        cases += [(other, 4, 2, 7, 3), (small, 2, 15, 1, 5)]
+    return cases
+
+
+def check_generate_greedy(generate_greedy, hidden: bool = False) -> None:
+    """Check ``generate_greedy(model, idx, max_new_tokens)``: exactly the tokens of greedy
+    decoding by full recomputation, while each step after the prompt runs only the newest
+    token through the blocks, with one cache per block kept across steps."""
+    __tracebackhide__ = True  # IPython hides this frame: students see their cell and the message
+
+    def hint(e: BaseException, c: Case) -> str:
+        if "Sizes of tensors must match" in str(e):
+            return "take the argmax over the vocabulary, argmax(dim=-1, keepdim=True): one (B, 1) token per sequence"
+        return tuple_hint(e) or signature_hint(e, "generate_greedy(model, idx, max_new_tokens)")
+
+    run = Runner("check_generate_greedy", generate_greedy, forbidden_gpt(), hidden, hint)
+    models: dict[int, _gpt.GPT] = {}
+    for config, B, T0, n, seed in _decode_cases(hidden):
+        key = id(config)
+        if key not in models:
+            models[key] = random_gpt(config, seed=710 + seed)
+        model = models[key]
+        idx = torch.randint(0, config.vocab_size, (B, T0), generator=generator(70 + seed))
+        with torch.no_grad():
+            expected = idx
+            for _ in range(n):  # full recomputation, no cache
+                nxt = model(expected).logits[:, -1].argmax(-1, keepdim=True)  # (B, 1)
+                expected = torch.cat([expected, nxt], dim=1)
+        case = Case(
+            f"prompt {(B, T0)}, {n} new tokens",
+            (model, idx, n),
+            {},
+            f"{describe_args(idx=idx)}, max_new_tokens={n}, max_len={config.max_len}",
+        )
+        recorder = _Recorder(model)
+        try:
+            with torch.no_grad():
+                value = run.call(case)
+        finally:
+            recorder.remove()
+
+        def hint(got: tuple, B=B, T0=T0, n=n) -> str | None:
+            if got == (B, n):
+                return "return the prompt followed by the new tokens, (B, T0 + max_new_tokens)"
+            return None
+
+        out = run.expect_tensor(value, case, expected.shape, torch.long, "token ids", hint)
+        _diagnose_decoding(run, case, model, idx, n, out, expected, recorder.calls, config.n_layers)
+    run.passed()
+
+
+def _diagnose_decoding(run, case, model, idx, n, out, expected, calls, n_layers) -> None:
+    __tracebackhide__ = True
+    if not TRUSTED.equal(out[:, : idx.shape[1]], idx):
+        run.fail("the output must start with the prompt idx, unchanged.", case)
+    prompt_calls = calls[:n_layers]
+    later = calls[n_layers:]
+    if any(c[2] is not None and c[3] > 0 and c[1] > 1 for c in later):
+        run.fail(
+            "after the prompt you run more than the newest token through blocks whose cache "
+            "already holds the earlier ones: their keys and values get appended twice. Feed "
+            "only the newest token (B, 1).",
+            case,
+        )
+    if not TRUSTED.equal(out, expected):
+        with torch.no_grad():
+            for kw, message in _DECODE_MISTAKES:
+                try:
+                    variant = _decode_variant(model, idx, n, **kw)
+                except Exception:
+                    continue
+                if TRUSTED.equal(out, variant):
+                    run.fail(message + ".", case)
+        differ = (out != expected).nonzero()[0].tolist()
+        run.fail(
+            "the tokens differ from greedy decoding by full recomputation, first at sequence "
+            f"{differ[0]}, index {differ[1]} (yours {out[differ[0], differ[1]].item()}, "
+            f"expected {expected[differ[0], differ[1]].item()}).",
+            case,
+        )
+    if not calls or all(c[2] is None for c in calls):
+        run.fail(
+            "the tokens are right, but no KV cache was used: pass one KVCache per block "
+            "(block(x, cache=cache)) and, after the prompt, feed only the newest token.",
+            case,
+        )
+    if any(c[2] is not None and c[3] == 0 for c in later):
+        run.fail(
+            "the tokens are right, but the caches start empty at a later step (rebuilt inside "
+            "the loop, so everything is recomputed): make one KVCache per block once, before "
+            "the loop, then feed only the newest token.",
+            case,
+        )
+    if any(c[1] > 1 for c in later):
+        run.fail(
+            "the tokens are right, but after the prompt you recompute more than the newest "
+            "token: with the cache, each step runs one token (B, 1) through the blocks.",
+            case,
+        )
+    if prompt_calls and any(c[1] != idx.shape[1] for c in prompt_calls):
+        run.fail(
+            "run the whole prompt through the blocks in one pass first (it fills the caches).", case
+        )
