@@ -21,7 +21,7 @@ dtype gets a clear message too.
 While the student's function runs, the reference for the graded thing is disabled (a call,
 even under another name, fails the check), and every check first verifies that nothing it
 relies on (``torch.allclose``, numpy's comparisons, the references, these checks) was
-replaced by notebook code. See :mod:`transformer_lab.checks._integrity`.
+replaced by notebook code. See :mod:`transformer_lab.checks._guards`.
 
 Exercises and signatures:
 
@@ -45,7 +45,7 @@ Exercises and signatures:
     check_pad_and_truncate               pad_and_truncate(sequences, max_len, pad_id) -> (ids, lengths)
 """
 
-from transformer_lab.checks import _core, _integrity
+from transformer_lab.checks import _core, _guards
 from transformer_lab.checks import attention as _attention_checks
 from transformer_lab.checks import blocks as _blocks_checks
 from transformer_lab.checks import heads as _heads_checks
@@ -103,11 +103,11 @@ __all__ = [
 
 def verify_integrity() -> None:
     """Raise AssertionError if notebook code replaced anything the checks rely on."""
-    _integrity.verify("verify_integrity")
+    _guards.verify("verify_integrity")
 
 
 # Snapshot what the checks trust, then make every checks module read-only.
-_integrity.take_snapshot()
+_guards.take_snapshot()
 for _module in (
     _core,
     _attention_checks,
@@ -115,8 +115,8 @@ for _module in (
     _masks_checks,
     _positional_checks,
     _blocks_checks,
-    _integrity,
+    _guards,
 ):
-    _integrity.seal(_module.__name__)
+    _guards.seal(_module.__name__)
 del _module
-_integrity.seal(__name__)
+_guards.seal(__name__)

@@ -16,7 +16,7 @@ from typing import Any, NoReturn
 import torch
 from torch import Tensor
 
-from transformer_lab.checks._integrity import TRUSTED, Forbidden, ReferenceUsed, forbid, verify
+from transformer_lab.checks._guards import TRUSTED, Forbidden, ReferenceUsed, forbid, verify
 
 __all__ = ["Case", "Runner", "Mistake", "shape_of", "generator", "describe_args"]
 

@@ -21,7 +21,7 @@ from torch.overrides import TorchFunctionMode
 from transformer_lab import attention as _ref
 from transformer_lab import heads as _heads
 from transformer_lab.checks._core import Case, Mistake, Runner, describe_args, generator
-from transformer_lab.checks._integrity import TRUSTED, Forbidden
+from transformer_lab.checks._guards import TRUSTED, Forbidden
 
 __all__ = [
     "check_softmax",

@@ -14,7 +14,7 @@ from torch import Tensor, nn
 
 from transformer_lab import blocks as _ref
 from transformer_lab.checks._core import Case, Mistake, Runner, describe_args, generator
-from transformer_lab.checks._integrity import Forbidden
+from transformer_lab.checks._guards import Forbidden
 from transformer_lab.checks.attention import _signature_hint
 
 __all__ = ["check_layer_norm"]

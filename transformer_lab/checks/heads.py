@@ -19,7 +19,7 @@ from torch import Tensor, nn
 
 from transformer_lab import heads as _ref
 from transformer_lab.checks._core import Case, Mistake, Runner, describe_args, generator
-from transformer_lab.checks._integrity import TRUSTED, Forbidden, verify
+from transformer_lab.checks._guards import TRUSTED, Forbidden, verify
 from transformer_lab.checks.attention import _optional_weights, _signature_hint
 
 __all__ = [

@@ -17,7 +17,7 @@ import torch
 from transformer_lab import attention as _attention
 from transformer_lab import masks as _ref
 from transformer_lab.checks._core import Case, Mistake, Runner, describe_args, generator
-from transformer_lab.checks._integrity import TRUSTED, Forbidden
+from transformer_lab.checks._guards import TRUSTED, Forbidden
 from transformer_lab.checks.attention import _signature_hint
 
 __all__ = [

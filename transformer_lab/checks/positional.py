@@ -16,7 +16,7 @@ from torch import Tensor
 
 from transformer_lab import positional as _ref
 from transformer_lab.checks._core import Case, Mistake, Runner, describe_args, generator
-from transformer_lab.checks._integrity import TRUSTED, Forbidden
+from transformer_lab.checks._guards import TRUSTED, Forbidden
 from transformer_lab.checks.attention import _signature_hint
 
 __all__ = [
