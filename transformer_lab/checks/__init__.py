@@ -106,6 +106,11 @@ def verify_integrity() -> None:
     _guards.verify("verify_integrity")
 
 
+# Under grading, hidden checks send their results to the grader (see _guards.hidden_entry).
+for _name in __all__:
+    if _name.startswith("check_"):
+        globals()[_name] = _guards.hidden_entry(globals()[_name])
+
 # Snapshot what the checks trust, then make every checks module read-only.
 _guards.take_snapshot()
 for _module in (
@@ -118,5 +123,5 @@ for _module in (
     _guards,
 ):
     _guards.seal(_module.__name__)
-del _module
+del _module, _name
 _guards.seal(__name__)

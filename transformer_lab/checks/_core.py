@@ -16,14 +16,22 @@ from typing import Any, NoReturn
 import torch
 from torch import Tensor
 
-from transformer_lab.checks._guards import TRUSTED, Forbidden, ReferenceUsed, forbid, verify
+from transformer_lab.checks._guards import (
+    TRUSTED,
+    Forbidden,
+    ReferenceUsed,
+    forbid,
+    hidden_seed,
+    record_call,
+    verify,
+)
 
 __all__ = ["Case", "Runner", "Mistake", "shape_of", "generator", "describe_args"]
 
 
 def generator(seed: int) -> torch.Generator:
     """A private, seeded RNG (the global RNG of the notebook is left alone)."""
-    return torch.Generator().manual_seed(seed)
+    return torch.Generator().manual_seed(hidden_seed(seed))  # the grader's secret, if grading
 
 
 def shape_of(x: Any) -> str:
@@ -148,6 +156,7 @@ class Runner:
                 error = exc
             except Exception as exc:  # anything the student's code raises; KeyboardInterrupt passes
                 error = exc
+        record_call(self.name, case.name, out)  # for the grader, under a hidden check
         verify(self.name)
         if calls:
             self.fail(

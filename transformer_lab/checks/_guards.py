@@ -304,20 +304,25 @@ def forbid(items: Iterable[Forbidden]) -> Iterator[list[str]]:
                 calls.append(builtin_labels[name])
 
     previous = TRUSTED.getprofile()
+    student = _STATE["student"]
+    _STATE["student"] = False  # our own code swaps below are not the student's
     for fn, _code, blocker, _defaults, _kwdefaults, label in swaps:
         fn.__code__ = blocker
         fn.__defaults__ = None
         fn.__kwdefaults__ = {"_tlab_refuse": refuse(label)}
     TRUSTED.setprofile(hook)
+    _STATE["student"] = student
     try:
         yield calls
     finally:
+        _STATE["student"] = False
         intact = TRUSTED.getprofile() is hook
         TRUSTED.setprofile(previous)
         for fn, code, _blocker, defaults, kwdefaults, _label in swaps:
             fn.__code__ = code
             fn.__defaults__ = defaults
             fn.__kwdefaults__ = kwdefaults
+        _STATE["student"] = student
         if not intact:
             calls.append("sys.setprofile (the grader's call monitor was switched off)")
 
@@ -368,3 +373,267 @@ def seal(module_name: str) -> None:
         if code is not None and getattr(obj, "__module__", None) == module_name:
             _SEALED_CODES[(module_name, name)] = code
     module.__class__ = _SealedModule
+
+
+# ---------------------------------------------------------------------------------------------
+# Grading: hidden cases from the grader's secret, results sent out as plain data, findings.
+#
+# Under ``tlab grade`` the grader calls :func:`arm` (silently, before the first cell) with a
+# secret made for this grading run. A hidden check (``check_X(fn, hidden=True)``) then seeds its
+# cases from that secret (see :func:`hidden_seed`), records what the student's function returned
+# on each case (:func:`record_call`, as plain bytes, shapes, dtypes and numbers) and publishes
+# the record with the findings below as a display output of type ``HIDDEN_MIME``. The grader
+# takes that output out of the notebook, compares it with the solution's outputs that it
+# computed itself, and decides the points; the findings become review flags. Nothing here is
+# trusted by the grader: it only reports, so a student who breaks it loses points or gets flagged.
+
+HIDDEN_MIME = "application/vnd.tlab.hidden+json"
+
+_STATE: dict[str, Any] = {
+    "secret": None,  # this grading run's secret (None outside grading)
+    "session": None,  # the hidden check being run: {"check", "calls", "flags"}
+    "student": False,  # is the grader running a cell of student code right now?
+    "events": [],  # suspicious audit events seen while student code ran
+    "threads": set(),  # thread idents alive when armed
+    "modules": {},  # sys.modules entries when armed
+    "sys_modules": None,
+    "roots": (),  # folders the kernel may read without a finding
+}
+_WATCHED_MODULES = (
+    "torch",
+    "numpy",
+    "transformer_lab",
+    "transformer_lab.attention",
+    "transformer_lab.heads",
+    "transformer_lab.masks",
+    "transformer_lab.positional",
+    "transformer_lab.blocks",
+    "transformer_lab.checks",
+    "transformer_lab.checks._core",
+    "transformer_lab.checks._guards",
+)
+_AUDIT_EVENTS = {
+    "socket.connect": "opened a network connection",
+    "socket.bind": "opened a network socket",
+    "socket.getaddrinfo": "looked up a network address",
+    "subprocess.Popen": "started a program",
+    "os.system": "ran a shell command",
+    "os.exec": "replaced the kernel with a program",
+    "os.posix_spawn": "started a program",
+    "os.spawn": "started a program",
+    "os.fork": "forked the kernel",
+    "os.forkpty": "forked the kernel",
+    "os.kill": "sent a signal",
+    "os.killpg": "sent a signal",
+    "ctypes.dlopen": "loaded a C library with ctypes",
+    "ctypes.dlsym": "looked up a C function with ctypes",
+    "gc.get_objects": "searched the garbage collector's objects",
+    "gc.get_referrers": "searched the garbage collector's objects",
+    "gc.get_referents": "searched the garbage collector's objects",
+    "os.putenv": "changed environment variables",
+    "os.remove": "deleted a file",
+    "os.rename": "renamed a file",
+    "shutil.rmtree": "deleted a folder",
+    "object.__setattr__": "replaced an attribute of a class or function",
+    "open": "opened a file outside the notebook's folder",
+    "os.listdir": "listed a folder outside the notebook's folder",
+    "os.scandir": "listed a folder outside the notebook's folder",
+}
+_TRUSTED_PREFIXES = ("torch", "numpy", "transformer_lab", "builtins")
+
+
+def _allowed_roots() -> tuple[str, ...]:
+    roots = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.getcwd(), "/usr", "/tmp", "/dev"}
+    roots |= {"/proc", "/sys", "/etc", os.path.dirname(os.path.dirname(__file__))}
+    return tuple(os.path.realpath(r) for r in roots)
+
+
+def _audit(event: str, args: tuple) -> None:
+    if not _STATE["student"] or event not in _AUDIT_EVENTS or len(_STATE["events"]) > 50:
+        return
+    detail = ""
+    if event in ("open", "os.listdir", "os.scandir"):
+        path = args[0] if args else None
+        if isinstance(path, bytes):
+            path = os.fsdecode(path)
+        if not isinstance(path, str):
+            return
+        real = os.path.realpath(path)
+        if any(real == r or real.startswith(r + os.sep) for r in _STATE["roots"]):
+            return
+        detail = f" ({path})"
+    elif event == "object.__setattr__":
+        target, name = args[0], args[1] if len(args) > 1 else ""
+        owner = getattr(target, "__module__", "") or ""
+        if name != "__code__" and not str(owner).startswith(_TRUSTED_PREFIXES):
+            return
+        detail = f" ({getattr(target, '__qualname__', type(target).__name__)}.{name})"
+    _STATE["events"].append(_AUDIT_EVENTS[event] + detail)
+
+
+def arm(secret: str) -> None:
+    """Enter grading mode (called by the grader before any cell of the notebook runs)."""
+    first = _STATE["secret"] is None
+    _STATE["secret"] = str(secret)
+    if first:
+        import threading
+
+        _STATE["roots"] = _allowed_roots()
+        _STATE["threads"] = {t.ident for t in threading.enumerate()}
+        _STATE["modules"] = {name: sys.modules.get(name) for name in _WATCHED_MODULES}
+        _STATE["sys_modules"] = sys.modules
+        sys.addaudithook(_audit)
+
+
+def context(student: bool) -> None:
+    """The grader says whether the next cell is student code (audit events are noted only then)."""
+    _STATE["student"] = bool(student)
+    if not student:  # threads that course cells started are the course's
+        import threading
+
+        _STATE["threads"] |= {t.ident for t in threading.enumerate()}
+
+
+def hidden_seed(seed: int) -> int:
+    """The seed a check's generator really uses: ``seed`` itself, or under a hidden check in
+    grading mode, a number derived from ``seed`` and the grading run's secret."""
+    if _STATE["session"] is None or _STATE["secret"] is None:
+        return seed
+    import hashlib
+
+    digest = hashlib.sha256(f"{_STATE['secret']}:{seed}".encode()).digest()
+    return int.from_bytes(digest[:7], "big")
+
+
+def _plain(value: Any, flags: list[str], depth: int = 0) -> Any:
+    """``value`` as JSON data (tensors as dtype, shape and base64 bytes); notes subclasses."""
+    import base64
+
+    kind = type(value)
+    if depth > 6:
+        return {"object": "nested too deeply"}
+    if value is None or kind in (bool, int, str):
+        return value
+    if kind is float:
+        return {"float": float.hex(value)}
+    for base in (bool, int, float, str):
+        if isinstance(value, base):
+            flags.append(f"returned a {kind.__qualname__}, a subclass of {base.__name__}")
+            return _plain(
+                base.__new__(base, value) if base is not bool else bool(int(value)),
+                flags,
+                depth + 1,
+            )
+    if isinstance(value, torch.Tensor):
+        if kind not in (torch.Tensor, torch.nn.Parameter):
+            flags.append(f"returned a {kind.__qualname__}, a subclass of torch.Tensor")
+        with torch._C.DisableTorchFunction():
+            base = torch.Tensor.as_subclass(value, torch.Tensor).detach().cpu()
+            if base.is_complex() or base.dtype in (torch.bfloat16, torch.float8_e4m3fn):
+                base = base.to(torch.float64 if not base.is_complex() else torch.complex128)
+            data = base.contiguous().numpy().tobytes()
+            dtype, shape = str(base.dtype).removeprefix("torch."), list(base.shape)
+        return {"tensor": dtype, "shape": shape, "data": base64.b64encode(data).decode()}
+    if isinstance(value, (tuple, list)):
+        items = [
+            tuple.__getitem__(value, i) if isinstance(value, tuple) else list.__getitem__(value, i)
+            for i in range(
+                tuple.__len__(value) if isinstance(value, tuple) else list.__len__(value)
+            )
+        ]
+        return {
+            "seq": "tuple" if isinstance(value, tuple) else "list",
+            "items": [_plain(v, flags, depth + 1) for v in items],
+        }
+    if isinstance(value, torch.nn.Module):
+        state = {k: _plain(v, flags, depth + 1) for k, v in value.state_dict().items()}
+        return {"module": kind.__qualname__, "state": state}
+    if isinstance(value, dict):
+        return {"dict": {str(k): _plain(v, flags, depth + 1) for k, v in dict.items(value)}}
+    return {"object": kind.__qualname__}
+
+
+def record_call(check_name: str, case_name: str, out: Any) -> None:
+    """Called by the checks' runner after each call of the student's function (no-op outside
+    a hidden check in grading mode)."""
+    session = _STATE["session"]
+    if session is None:
+        return
+    try:
+        data = _plain(out, session["flags"])
+    except Exception as exc:  # a value that cannot be read is a wrong value
+        data = {"object": f"unreadable ({type(exc).__name__})"}
+    session["calls"].append({"case": str(case_name), "out": data})
+
+
+def findings() -> list[str]:
+    """What looks like tampering right now: modes, replaced functions and modules, threads."""
+    import threading
+
+    found = []
+    try:
+        if torch._C._len_torch_function_stack() > 0:
+            found.append("a TorchFunctionMode was active during the hidden tests")
+        if torch._C._len_torch_dispatch_stack() > 0:
+            found.append("a TorchDispatchMode was active during the hidden tests")
+    except AttributeError:
+        pass
+    bad = tampered()
+    if bad:
+        found.append("replaced after import: " + ", ".join(bad[:5]))
+    if sys.modules is not _STATE["sys_modules"]:
+        found.append("sys.modules was replaced")
+    for name, module in _STATE["modules"].items():
+        if module is not None and sys.modules.get(name) is not module:
+            found.append(f"sys.modules[{name!r}] was replaced")
+    new = [
+        f"{t.name} ({getattr(getattr(t, '_target', None), '__qualname__', type(t).__qualname__)})"
+        for t in threading.enumerate()
+        if t.ident not in _STATE["threads"] and type(t).__name__ != "TMonitor"
+    ]
+    if new:
+        found.append("threads started by the notebook: " + ", ".join(new[:3]))
+    seen: list[str] = []
+    for event in _STATE["events"]:
+        if event not in seen:
+            seen.append(event)
+    found += seen[:10]
+    return found
+
+
+def hidden_entry(check: Any) -> Any:
+    """Wrap a public ``check_X``: under grading, ``hidden=True`` runs it as described above."""
+    import functools
+
+    @functools.wraps(check)
+    def run(*args: Any, **kwargs: Any) -> None:
+        __tracebackhide__ = True
+        hidden = kwargs.get("hidden", args[1] if len(args) > 1 else False)
+        if not hidden or _STATE["secret"] is None:
+            return check(*args, **kwargs)
+        import contextlib
+        import io
+
+        session = {"check": check.__name__, "calls": [], "flags": []}
+        _STATE["session"] = session
+        error: BaseException | None = None
+        try:
+            with contextlib.redirect_stdout(io.StringIO()):  # no "passed" before the verdict
+                check(*args, **kwargs)
+        except BaseException as exc:
+            error = exc
+        finally:
+            _STATE["session"] = None
+            session["flags"] = list(dict.fromkeys(session["flags"] + findings()))
+            session["raised"] = error is not None
+            try:
+                from IPython.display import publish_display_data
+
+                publish_display_data({HIDDEN_MIME: session})
+            except Exception:
+                pass
+        if error is not None:
+            raise error
+        print(f"{check.__name__}: hidden cases run; the grader checks the results.")
+
+    return run

@@ -103,7 +103,9 @@ def _python_roots(course_root: Path) -> list[Path]:
         root = root.resolve()
         if root == course or root in course.parents:
             continue  # never the course folder or anything above it
-        if course in root.parents and not (root.name in (".venv", "venv") or "site-packages" in root.parts):
+        if course in root.parents and not (
+            root.name in (".venv", "venv") or "site-packages" in root.parts
+        ):
             continue  # only a virtual environment may come from inside the course folder
         keep.add(root)
     # Drop folders already inside another kept folder.
