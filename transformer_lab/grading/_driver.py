@@ -214,6 +214,7 @@ def _grade_student(op: dict, cfg, coursedir) -> dict:
             "reason": check.reason,
             "notes": check.notes,
             "restored": check.restored,
+            "needs_review": check.needs_review,
         }
     }
     if not check.ok:

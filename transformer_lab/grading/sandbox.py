@@ -10,9 +10,10 @@ starts that kernel inside Debian's ``bwrap`` instead of as a plain child of the 
   (a size-limited tmpfs) and a private working folder with a copy of the submission's
   non-notebook files. ``solutions/``, ``source/``, the gradebook, other students' folders and
   the instructor's home are not mounted at all;
-- **no privileges**: as root, ``bwrap`` sets the mounts up and ``setpriv`` then drops to the
-  unprivileged ``nobody`` user (no capabilities, ``no_new_privs``); as another user, ``bwrap``
-  uses an unprivileged user namespace;
+- **no privileges**: as root, ``bwrap`` sets the mounts up and ``setpriv`` then drops to a
+  user id of its own, unused by anyone else (no capabilities, ``no_new_privs``), so that the
+  process limit counts this kernel's processes only and no two kernels can touch each other;
+  as another user, ``bwrap`` uses an unprivileged user namespace;
 - **limits** (``prlimit``): address space, CPU seconds, processes, size of any file written,
   open files; and new PID, IPC and UTS namespaces, killed with the grader (``--die-with-parent``);
 - **a clean environment**: only the variables Python, PyTorch and Jupyter need.
@@ -51,6 +52,14 @@ ETC_FILES = (
     "mime.types",
 )
 NOBODY = 65534
+UID_BASE, UID_SPAN = 1_500_000_000, 100_000_000  # per-kernel user ids (as root): unnamed, unused
+
+
+def new_uid() -> int:
+    """A user id for one sandbox (as root); random in a range no real account uses."""
+    import secrets
+
+    return UID_BASE + secrets.randbelow(UID_SPAN)
 
 
 class SandboxError(RuntimeError):
@@ -89,6 +98,10 @@ def _bwrap() -> str:
     return path
 
 
+def _is_site_dir(path: Path) -> bool:
+    return path.name in ("site-packages", "dist-packages")
+
+
 def _python_roots(course_root: Path) -> list[Path]:
     """Folders the kernel's Python needs (read-only): the installation, the venv, site dirs."""
     roots = {Path(sys.prefix), Path(sys.base_prefix), Path(sys.exec_prefix)}
@@ -103,6 +116,8 @@ def _python_roots(course_root: Path) -> list[Path]:
         root = root.resolve()
         if root == course or root in course.parents:
             continue  # never the course folder or anything above it
+        if root in package.parents and not _is_site_dir(root):
+            continue  # e.g. the repository on PYTHONPATH: only the package itself is bound
         if course in root.parents and not (
             root.name in (".venv", "venv") or "site-packages" in root.parts
         ):
@@ -119,8 +134,12 @@ def sandbox_command(
     workdir: Path,
     ipc_dir: Path,
     limits: SandboxLimits = SandboxLimits(),
+    uid: int = NOBODY,
 ) -> list[str]:
-    """The full command line: ``bwrap ... [setpriv ...] prlimit ... <kernel_cmd>``."""
+    """The full command line: ``bwrap ... [setpriv ...] prlimit ... <kernel_cmd>``.
+
+    ``uid`` is the user the kernel runs as when the grader is root (see :func:`new_uid`).
+    """
     cmd = [_bwrap(), "--die-with-parent", "--unshare-net", "--unshare-pid", "--unshare-ipc"]
     cmd += ["--unshare-uts", "--unshare-cgroup-try", "--hostname", "sandbox"]
     as_root = os.geteuid() == 0
@@ -160,7 +179,7 @@ def sandbox_command(
     cmd += ["--chdir", WORKDIR, "--new-session"]
     if as_root:
         setpriv = shutil.which("setpriv") or "/usr/bin/setpriv"
-        cmd += ["--", setpriv, f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
+        cmd += ["--", setpriv, f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
         cmd += ["--no-new-privs", "--inh-caps=-all", "--bounding-set=-all"]
     else:
         cmd += ["--cap-drop", "ALL", "--"]
@@ -194,17 +213,18 @@ def sandbox_env(env: dict[str, str]) -> dict[str, str]:
     return out
 
 
-def _private_dir(prefix: str) -> Path:
+def _private_dir(prefix: str, uid: int = NOBODY) -> Path:
     path = Path(tempfile.mkdtemp(prefix=prefix))
     if os.geteuid() == 0:
-        os.chown(path, NOBODY, NOBODY)  # the kernel runs as nobody
+        os.chown(path, uid, uid)  # the kernel's own user
     path.chmod(0o700)
     return path
 
 
 def probe(course_root: Path, limits: SandboxLimits = SandboxLimits()) -> None:
     """Start Python in a sandbox once; raise :class:`SandboxError` saying why if it fails."""
-    workdir, ipc_dir = _private_dir("tlab-probe-work-"), _private_dir("tlab-probe-ipc-")
+    uid = new_uid()
+    workdir, ipc_dir = _private_dir("tlab-probe-work-", uid), _private_dir("tlab-probe-ipc-", uid)
     try:
         code = "import socket, os; print(os.getuid())"
         cmd = sandbox_command(
@@ -213,6 +233,7 @@ def probe(course_root: Path, limits: SandboxLimits = SandboxLimits()) -> None:
             workdir=workdir,
             ipc_dir=ipc_dir,
             limits=limits,
+            uid=uid,
         )
         try:
             done = subprocess.run(
@@ -244,8 +265,9 @@ class SandboxKernelManager(AsyncKernelManager):
 
     async def _async_pre_start_kernel(self, **kw):
         # Private folders: Unix sockets + connection file, and the working folder.
-        self._tlab_ipc = _private_dir("tlab-ipc-")
-        self._tlab_work = _private_dir("tlab-work-")
+        self._tlab_uid = new_uid() if os.geteuid() == 0 else NOBODY
+        self._tlab_ipc = _private_dir("tlab-ipc-", self._tlab_uid)
+        self._tlab_work = _private_dir("tlab-work-", self._tlab_uid)
         self.transport = "ipc"
         self.ip = str(self._tlab_ipc / "kernel")
         self.connection_file = str(self._tlab_ipc / "kernel.json")
@@ -255,12 +277,12 @@ class SandboxKernelManager(AsyncKernelManager):
                 if item.is_file() and item.suffix != ".ipynb":
                     shutil.copy2(item, self._tlab_work / item.name)
                     if os.geteuid() == 0:
-                        os.chown(self._tlab_work / item.name, NOBODY, NOBODY)
+                        os.chown(self._tlab_work / item.name, self._tlab_uid, self._tlab_uid)
         return await super()._async_pre_start_kernel(**kw)
 
     async def _async_launch_kernel(self, kernel_cmd, **kw):
         if os.geteuid() == 0:
-            os.chmod(self.connection_file, 0o644)  # written by us, read by nobody
+            os.chmod(self.connection_file, 0o644)  # written by us, read by the kernel's user
         # In its own PID namespace the kernel's parent is PID 1, which ipykernel's parent
         # poller takes for "the grader exited"; --die-with-parent does that job instead.
         kernel_cmd = sandbox_command(
@@ -269,6 +291,7 @@ class SandboxKernelManager(AsyncKernelManager):
             workdir=self._tlab_work,
             ipc_dir=self._tlab_ipc,
             limits=self.limits,
+            uid=self._tlab_uid,
         )
         kw["env"] = sandbox_env(dict(kw.get("env") or os.environ))
         kw.pop("cwd", None)  # bwrap --chdir
