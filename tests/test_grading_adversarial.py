@@ -25,9 +25,9 @@ import threading
 import time
 from pathlib import Path
 
+import adversarial_class as klass
 import pytest
 
-import adversarial_class as klass
 from transformer_lab import cli
 
 pytestmark = [
