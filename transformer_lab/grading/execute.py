@@ -108,6 +108,9 @@ class GuardedExecute(Execute):
     memory_mb = Integer(4096, help="Sandbox: address space per process (MB).").tag(config=True)
     cpu_seconds = Integer(1200, help="Sandbox: CPU seconds of the kernel.").tag(config=True)
     guard_cells = Bool(True, help="Run the integrity guards.").tag(config=True)
+    # nbgrader raises (and grades nothing) when a cell's output stops arriving after its reply,
+    # e.g. after a fork bomb's children were killed; carry on with what arrived instead.
+    raise_on_iopub_timeout = Bool(False).tag(config=True)
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
