@@ -18,7 +18,7 @@ __all__ = ["PATTERNS", "scan_source", "student_cells", "scan_notebook"]
 # (regular expression, what the flag says)
 PATTERNS: list[tuple[str, str]] = [
     (r"\bsys\s*\.\s*modules\b", "edits sys.modules"),
-    (r"\bvars\s*\(|__dict__|\bglobals\s*\(\s*\)\s*\[", "edits a module's namespace"),
+    (r"(?<![.\w])vars\s*\(|__dict__|(?<![.\w])globals\s*\(\s*\)\s*\[", "edits a module's namespace"),
     (
         r"TorchFunctionMode|TorchDispatchMode|__torch_function__|__torch_dispatch__",
         "overrides PyTorch's function dispatch",
@@ -41,9 +41,9 @@ PATTERNS: list[tuple[str, str]] = [
     ),
     (r"__code__|__globals__|__closure__|__kwdefaults__|__defaults__", "rewrites functions"),
     (r"\bgc\s*\.|\bctypes\b|\bimportlib\b|__import__|\bbuiltins\b", "reaches into the interpreter"),
-    (r"\bexec\s*\(|\beval\s*\(|\bcompile\s*\(", "runs generated code"),
+    (r"(?<![.\w])(exec|eval|compile)\s*\(", "runs generated code"),
     (
-        r"\bopen\s*\(|\bpathlib\b|\bPath\s*\(|\bshutil\b|\bos\s*\.\s*(remove|rename|listdir|scandir|walk|chdir|unlink)",
+        r"(?<![.\w])open\s*\(|\bpathlib\b|\bPath\s*\(|\bshutil\b|\bos\s*\.\s*(remove|rename|listdir|scandir|walk|chdir|unlink)",
         "reads or writes files",
     ),
     (r"\bsubprocess\b|\bos\s*\.\s*(system|popen|exec\w*|spawn\w*|fork|kill)", "runs programs"),
@@ -57,7 +57,7 @@ PATTERNS: list[tuple[str, str]] = [
     (r"publish_display_data|get_ipython|IPython", "talks to the notebook machinery"),
     (r"gradebook|solutions/|\bsubmitted\b|autograded|feedback/", "names the course's files"),
     (
-        r"\bsetattr\s*\(|\bdelattr\s*\(|\bgetattr\s*\(\s*\w+\s*,\s*[^'\"]",
+        r"(?<![.\w])(setattr|delattr)\s*\(|(?<![.\w])getattr\s*\(\s*\w+\s*,\s*[^'\"]",
         "changes attributes by name",
     ),
 ]
