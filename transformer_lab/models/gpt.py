@@ -8,6 +8,9 @@ Pre-norm (``x + f(norm(x))``) as in GPT-2 (Radford et al., 2019), which moved th
 in front of each sublayer and added a final one, so deep stacks train without warm-up tricks.
 Generation samples one token at a time with temperature, top-k and nucleus (top-p) filtering
 (Holtzman et al., 2020); a key/value cache makes each new token cost O(T) instead of O(T^2).
+
+The config, the model, cached generation and the GPT-2 loader stay in this one file (about 340
+lines) so the whole GPT reads top to bottom, as in nanoGPT; sampling lives in :mod:`.sampling`.
 """
 
 from __future__ import annotations
@@ -21,12 +24,17 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from transformer_lab.blocks import DecoderBlock, LayerNorm
+from transformer_lab import _validate
+from transformer_lab.blocks import ACTIVATIONS, Block, LayerNorm
 from transformer_lab.heads import KVCache
-from transformer_lab.masks import causal_mask
-from transformer_lab.models import _checks
 from transformer_lab.models._weights import linear_from_conv1d, load_weights
 from transformer_lab.models.outputs import CausalLMOutput
+from transformer_lab.models.sampling import (
+    _check_sampling,
+    _steps,
+    filter_logits,
+    sample_next_token,
+)
 from transformer_lab.positional import LearnedPositionalEmbedding
 
 __all__ = ["GPTConfig", "GPT", "filter_logits", "sample_next_token"]
@@ -37,9 +45,9 @@ class GPTConfig:
     """Shape and options of a :class:`GPT` (defaults: GPT-2 small, 124M parameters)."""
 
     vocab_size: int = 50257  # V: GPT-2's byte-pair vocabulary
-    block_size: int = 1024  # context length: the learned position table has this many rows
-    n_layer: int = 12  # number of decoder blocks
-    n_head: int = 12  # attention heads H per block
+    max_len: int = 1024  # context length: the learned position table has this many rows
+    n_layers: int = 12  # number of blocks
+    n_heads: int = 12  # attention heads H per block
     d_model: int = 768  # width C of the residual stream
     d_ff: int | None = None  # MLP hidden width; None means 4 * d_model
     dropout: float = 0.0  # on embeddings, attention weights and sublayer outputs (training only)
@@ -52,13 +60,13 @@ class GPTConfig:
     def __post_init__(self) -> None:
         if self.d_ff is None:
             object.__setattr__(self, "d_ff", 4 * self.d_model)
-        _checks.check_positive(
-            self, "vocab_size", "block_size", "n_layer", "n_head", "d_model", "d_ff"
+        _validate.check_positive(
+            self, "vocab_size", "max_len", "n_layers", "n_heads", "d_model", "d_ff"
         )
-        _checks.check_heads(self)
-        _checks.check_probability(self, "dropout")
-        _checks.check_eps(self)
-        _checks.check_choice(self, "activation", _checks.ACTIVATIONS)
+        _validate.check_heads(self)
+        _validate.check_probability(self, "dropout")
+        _validate.check_eps(self)
+        _validate.check_choice(self, "activation", ACTIVATIONS)
 
     @classmethod
     def tiny(cls, **overrides: Any) -> GPTConfig:
@@ -69,9 +77,9 @@ class GPTConfig:
         """
         base = cls(
             vocab_size=65,
-            block_size=64,
-            n_layer=4,
-            n_head=4,
+            max_len=64,
+            n_layers=4,
+            n_heads=4,
             d_model=128,
             dropout=0.0,
             activation="gelu",
@@ -82,49 +90,6 @@ class GPTConfig:
     def gpt2(cls, **overrides: Any) -> GPTConfig:
         """GPT-2 small's shape: 12 layers, 12 heads, width 768, context 1024, 50257 tokens."""
         return dataclasses.replace(cls(), **overrides)
-
-
-def filter_logits(logits: Tensor, top_k: int | None = None, top_p: float | None = None) -> Tensor:
-    """Set every token outside the top-k and outside the top-p nucleus to -inf.
-
-    Args:
-        logits: (..., V) scores.
-        top_k: keep the k highest scores (ties with the k-th are kept); ``None`` or 0 = off.
-        top_p: keep the smallest set of highest-probability tokens whose mass reaches top_p;
-            ``None`` or 1 = off.
-    Returns:
-        (..., V) with removed tokens at -inf; the most likely token always survives.
-    """
-    if top_k:
-        k = min(top_k, logits.shape[-1])
-        kth = torch.topk(logits, k, dim=-1).values[..., -1:]  # (..., 1)
-        logits = logits.masked_fill(logits < kth, float("-inf"))
-    if top_p is not None and top_p < 1.0:
-        sorted_logits, order = torch.sort(logits, dim=-1, descending=True)  # (..., V) each
-        probs = torch.softmax(sorted_logits, dim=-1)
-        mass_before = probs.cumsum(dim=-1) - probs  # mass of the strictly more likely tokens
-        remove_sorted = mass_before >= top_p  # the nucleus is already full without this token
-        remove = remove_sorted.scatter(-1, order, remove_sorted)  # back to vocabulary order
-        logits = logits.masked_fill(remove, float("-inf"))
-    return logits
-
-
-def sample_next_token(
-    logits: Tensor,
-    temperature: float = 1.0,
-    top_k: int | None = None,
-    top_p: float | None = None,
-    generator: torch.Generator | None = None,
-) -> Tensor:
-    """Pick one token per row of (B, V) logits; ``temperature=0`` means greedy (argmax).
-
-    Returns:
-        (B, 1) token ids.
-    """
-    if temperature == 0:
-        return logits.argmax(dim=-1, keepdim=True)  # (B, 1)
-    probs = torch.softmax(filter_logits(logits / temperature, top_k, top_p), dim=-1)  # (B, V)
-    return torch.multinomial(probs, num_samples=1, generator=generator)  # (B, 1)
 
 
 class GPT(nn.Module):
@@ -140,37 +105,33 @@ class GPT(nn.Module):
             raise TypeError(f"GPT expects a GPTConfig, but received {type(config).__name__}.")
         self.config = c = config
         self.tok_emb = nn.Embedding(c.vocab_size, c.d_model)  # E: (V, C)
-        self.pos_emb = LearnedPositionalEmbedding(c.block_size, c.d_model)  # P: (block_size, C)
+        self.pos_emb = LearnedPositionalEmbedding(c.max_len, c.d_model)  # P: (max_len, C)
         self.drop = nn.Dropout(c.dropout)
         self.blocks = nn.ModuleList(
-            DecoderBlock(
+            Block(
                 c.d_model,
-                c.n_head,
+                c.n_heads,
                 c.d_ff,
                 dropout=c.dropout,
                 activation=c.activation,
                 norm_first=True,
-                eps=c.eps,
                 bias=c.bias,
+                eps=c.eps,
                 fused=c.fused,
-                cross_attention=False,
             )
-            for _ in range(c.n_layer)
+            for _ in range(c.n_layers)
         )
         self.norm_f = LayerNorm(c.d_model, c.eps, c.bias, fused=c.fused)
         self.lm_head = nn.Linear(c.d_model, c.vocab_size, bias=False)
         # Weight tying (Press & Wolf, 2017): reading a token in and writing it out share E.
         if c.tie_weights:
             self.lm_head.weight = self.tok_emb.weight  # one (V, C) matrix reads and writes tokens
-        self.register_buffer(
-            "causal", causal_mask(c.block_size), persistent=False
-        )  # (block_size, block_size)
         self.apply(self._init_weights)
-        # GPT-2: scale the projections that write into the residual stream by 1/sqrt(2 * n_layer),
+        # GPT-2: scale the projections that write into the residual stream by 1/sqrt(2 * n_layers),
         # so the stream's variance does not grow with depth (two writes per block).
         for block in self.blocks:
-            for proj in (block.self_attn.out_proj, block.ffn.fc2):
-                nn.init.normal_(proj.weight, mean=0.0, std=0.02 / math.sqrt(2 * c.n_layer))
+            for proj in (block.self_attn.out_proj, block.mlp.fc2):
+                nn.init.normal_(proj.weight, mean=0.0, std=0.02 / math.sqrt(2 * c.n_layers))
 
     @staticmethod
     def _init_weights(module: nn.Module) -> None:
@@ -192,28 +153,25 @@ class GPT(nn.Module):
         """Next-token logits for every position, and the loss if targets are given.
 
         Args:
-            idx: (B, T) token ids, T <= block_size.
+            idx: (B, T) token ids, T <= max_len.
             targets: (B, T) the token that follows each position; ``-100`` is ignored.
             output_attentions: also return each layer's (B, H, T, T) attention weights.
         Returns:
             :class:`CausalLMOutput` with logits (B, T, V), loss and attentions.
         """
         c = self.config
-        _checks.check_token_ids("idx", idx, c.vocab_size, c.block_size)
+        _validate.check_token_ids("idx", idx, c.vocab_size, c.max_len)
         if targets is not None and tuple(targets.shape) != tuple(idx.shape):
             raise ValueError(
                 f"targets must have the shape of idx {tuple(idx.shape)}, but received shape {tuple(targets.shape)}."
             )
         B, T = idx.shape
         x = self.drop(self.tok_emb(idx) + self.pos_emb(T))  # (B, T, C)
-        mask = self.causal[:T, :T]  # (T, T)
         attentions = []
         for block in self.blocks:
+            x, w = block(x, is_causal=True, need_weights=output_attentions)
             if output_attentions:
-                x, w = block(x, self_mask=mask, need_weights=True)
-                attentions.append(w["self"])
-            else:
-                x = block(x, self_mask=mask, is_causal=True)  # lets the fused kernel skip the mask
+                attentions.append(w.self_attn)  # (B, H, T, T)
         logits = self.lm_head(self.norm_f(x))  # (B, T, V)
         loss = None
         if targets is not None:
@@ -228,10 +186,9 @@ class GPT(nn.Module):
         x = self.tok_emb(idx) + self.pos_emb(
             T, offset=offset
         )  # (B, T, C), positions offset..offset+T-1
-        # One new token may see every cached key; a longer chunk also needs the causal mask.
-        mask = None if T == 1 else causal_mask(T, offset + T, device=idx.device)  # (T, S)
         for block, cache in zip(self.blocks, caches):
-            x = block(x, self_mask=mask, cache=cache)
+            # Causal over the S = offset + T keys: each new query sees every key up to its own.
+            x, _ = block(x, is_causal=True, cache=cache)
         return self.lm_head(self.norm_f(x[:, -1]))  # (B, V)
 
     @torch.no_grad()
@@ -250,8 +207,8 @@ class GPT(nn.Module):
 
         With ``use_cache`` each step feeds only the newest token and reuses the cached keys and
         values, giving the same tokens as recomputing the whole context. Once the context fills
-        the position table (block_size tokens), the window slides: every later step recomputes
-        the last block_size tokens from scratch, exactly like ``use_cache=False``, because the
+        the position table (max_len tokens), the window slides: every later step recomputes
+        the last max_len tokens from scratch, exactly like ``use_cache=False``, because the
         cached keys were computed at positions that have since shifted.
 
         Args:
@@ -267,17 +224,17 @@ class GPT(nn.Module):
             (B, T0 + max_new_tokens) ids, the prompt included.
         """
         c = self.config
-        _checks.check_token_ids("idx", idx, c.vocab_size)
+        _validate.check_token_ids("idx", idx, c.vocab_size)
         _check_sampling(max_new_tokens, temperature, top_k, top_p)
         was_training = self.training
         self.eval()  # dropout off: sampling must not depend on it
         try:
             caches: list[KVCache] | None = None
             for _ in _steps(max_new_tokens, progress, "generating"):
-                window = idx[:, -c.block_size :]  # crop to what the position table covers
+                window = idx[:, -c.max_len :]  # crop to what the position table covers
                 if not use_cache:
                     logits = self(window).logits[:, -1]  # (B, V)
-                elif caches is None or caches[0].length >= c.block_size:
+                elif caches is None or caches[0].length >= c.max_len:
                     caches = [KVCache() for _ in self.blocks]  # (re)fill from the cropped window
                     logits = self._forward_cached(window, caches)
                 else:
@@ -324,9 +281,9 @@ class GPT(nn.Module):
         tied = getattr(hf, "tie_word_embeddings", True)
         config = GPTConfig(
             vocab_size=hf.vocab_size,
-            block_size=hf.n_positions,
-            n_layer=hf.n_layer,
-            n_head=hf.n_head,
+            max_len=hf.n_positions,
+            n_layers=hf.n_layer,
+            n_heads=hf.n_head,
             d_model=hf.n_embd,
             d_ff=hf.n_inner or 4 * hf.n_embd,
             eps=hf.layer_norm_epsilon,
@@ -347,7 +304,7 @@ class GPT(nn.Module):
 
         C = config.d_model
         w = {"tok_emb.weight": take("wte.weight"), "pos_emb.weight": take("wpe.weight")}
-        for i in range(config.n_layer):
+        for i in range(config.n_layers):
             h, o = f"h.{i}.", f"blocks.{i}."
             qkv_w = linear_from_conv1d(take(h + "attn.c_attn.weight"))  # (C, 3C) -> (3C, C)
             qkv_b = take(h + "attn.c_attn.bias")  # (3C,)
@@ -360,11 +317,11 @@ class GPT(nn.Module):
                 )
             w[o + "self_attn.out_proj.weight"] = linear_from_conv1d(take(h + "attn.c_proj.weight"))
             w[o + "self_attn.out_proj.bias"] = take(h + "attn.c_proj.bias")
-            w[o + "ffn.fc1.weight"] = linear_from_conv1d(take(h + "mlp.c_fc.weight"))
-            w[o + "ffn.fc1.bias"] = take(h + "mlp.c_fc.bias")
-            w[o + "ffn.fc2.weight"] = linear_from_conv1d(take(h + "mlp.c_proj.weight"))
-            w[o + "ffn.fc2.bias"] = take(h + "mlp.c_proj.bias")
-            for ours_norm, hf_norm in (("norm1", "ln_1"), ("norm3", "ln_2")):
+            w[o + "mlp.fc1.weight"] = linear_from_conv1d(take(h + "mlp.c_fc.weight"))
+            w[o + "mlp.fc1.bias"] = take(h + "mlp.c_fc.bias")
+            w[o + "mlp.fc2.weight"] = linear_from_conv1d(take(h + "mlp.c_proj.weight"))
+            w[o + "mlp.fc2.bias"] = take(h + "mlp.c_proj.bias")
+            for ours_norm, hf_norm in (("self_attn_norm", "ln_1"), ("mlp_norm", "ln_2")):
                 w[o + f"{ours_norm}.weight"] = take(h + f"{hf_norm}.weight")
                 w[o + f"{ours_norm}.bias"] = take(h + f"{hf_norm}.bias")
         w["norm_f.weight"], w["norm_f.bias"] = take("ln_f.weight"), take("ln_f.bias")
@@ -384,34 +341,3 @@ class GPT(nn.Module):
             )
         load_weights(ours, w, source="the Hugging Face GPT-2 weights")
         return ours.eval()
-
-
-def _steps(n: int, progress: bool | None, desc: str):
-    """range(n), wrapped in a tqdm bar when asked to (or, by default, when n is large)."""
-    if not (n >= 200 if progress is None else progress):
-        return range(n)
-    from tqdm.auto import tqdm  # a widget in notebooks, text elsewhere
-
-    return tqdm(range(n), desc=desc, leave=False)
-
-
-def _check_sampling(
-    max_new_tokens: int, temperature: float, top_k: int | None, top_p: float | None
-) -> None:
-    """Validate generate()'s sampling arguments."""
-    if (
-        isinstance(max_new_tokens, bool)
-        or not isinstance(max_new_tokens, int)
-        or max_new_tokens < 0
-    ):
-        raise ValueError(
-            f"max_new_tokens must be a non-negative integer, but received {max_new_tokens!r}."
-        )
-    if not isinstance(temperature, (int, float)) or temperature < 0:
-        raise ValueError(
-            f"temperature must be >= 0 (0 means greedy), but received {temperature!r}."
-        )
-    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1):
-        raise ValueError(f"top_k must be a positive integer or None, but received {top_k!r}.")
-    if top_p is not None and not (isinstance(top_p, (int, float)) and 0.0 < top_p <= 1.0):
-        raise ValueError(f"top_p must lie in (0, 1] or be None, but received {top_p!r}.")
