@@ -78,7 +78,9 @@ def test_the_sandbox_sees_only_python_and_its_own_folders(tmp_path):
     assert seen["list_solutions"] == "FileNotFoundError"
     assert "solutions" not in seen["repo_view"] and "transformer_lab" in seen["repo_view"]
     # The instructor's home shows only what holds the Python installation (here pyenv's).
-    home = [p for p in os.listdir("/root") if not Path(sys.base_prefix).is_relative_to(f"/root/{p}")]
+    home = [
+        p for p in os.listdir("/root") if not Path(sys.base_prefix).is_relative_to(f"/root/{p}")
+    ]
     assert seen.get("root_view", []) == sorted(set(os.listdir("/root")) - set(home))
     assert seen["write_package"] in ("OSError", "PermissionError")  # read-only bind
     assert seen["write_tmp"] == "ok" and seen["write_home"] == "ok"  # its own folders

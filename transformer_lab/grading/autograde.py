@@ -175,6 +175,14 @@ def grade(root: Path, assignment: str, options: GradeOptions | None = None) -> G
         if cell.get("cell_type") == "code"
     )
     idle = budget + (n_cells + 2) * cell_timeout + 180.0
+    has_hidden = any(
+        "hidden=True" in path.read_text(encoding="utf-8") for path in assignment_notebooks(source)
+    )
+    if not options.sandbox:
+        report.warnings.append(
+            "graded WITHOUT the sandbox (--no-sandbox): student code ran with your rights and "
+            "could read the solutions and change files and grades"
+        )
 
     events_by_student: dict[str, dict] = {}
     other_events: list[dict] = []
@@ -191,7 +199,7 @@ def grade(root: Path, assignment: str, options: GradeOptions | None = None) -> G
                     "release_dir": str(release_dir),
                 }
             ]
-            if remaining and not hidden_reference.is_file():
+            if remaining and has_hidden and not hidden_reference.is_file():
                 ops.append(
                     {
                         "op": "hidden_reference",

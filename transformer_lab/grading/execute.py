@@ -147,7 +147,10 @@ class GuardedExecute(Execute):
     def _load_reference(self) -> dict | None:
         if not self.hidden_reference:
             return None  # reference mode: we are running the solution
-        data = json.loads(Path(self.hidden_reference).read_text(encoding="utf-8"))
+        path = Path(self.hidden_reference)
+        if not path.is_file():
+            return {}  # the assignment has no hidden checks
+        data = json.loads(path.read_text(encoding="utf-8"))
         return data.get(self._tlab_name, {})
 
     # -- cells --------------------------------------------------------------------------

@@ -18,7 +18,10 @@ __all__ = ["PATTERNS", "scan_source", "student_cells", "scan_notebook"]
 # (regular expression, what the flag says)
 PATTERNS: list[tuple[str, str]] = [
     (r"\bsys\s*\.\s*modules\b", "edits sys.modules"),
-    (r"(?<![.\w])vars\s*\(|__dict__|(?<![.\w])globals\s*\(\s*\)\s*\[", "edits a module's namespace"),
+    (
+        r"(?<![.\w])vars\s*\(|__dict__|(?<![.\w])globals\s*\(\s*\)\s*\[",
+        "edits a module's namespace",
+    ),
     (
         r"TorchFunctionMode|TorchDispatchMode|__torch_function__|__torch_dispatch__",
         "overrides PyTorch's function dispatch",
