@@ -252,16 +252,11 @@ def test_unknown_student_is_a_clear_error(course):
 def test_restore_missing_cells_after_a_non_graded_cell():
     """The case where nbgrader 0.9.6's add_missing_cells raises KeyError."""
     release = nbformat.v4.new_notebook()
-    meta = lambda gid, **kw: {
-        "nbgrader": {
-            "grade_id": gid,
-            "schema_version": 3,
-            "grade": False,
-            "solution": False,
-            "locked": False,
-            **kw,
-        }
-    }  # noqa: E731
+
+    def meta(gid, **kw):
+        base = {"grade_id": gid, "schema_version": 3, "grade": False, "solution": False}
+        return {"nbgrader": {**base, "locked": False, **kw}}
+
     cells = [
         nbformat.v4.new_code_cell("def f(): ...", metadata=meta("impl", solution=True)),
         nbformat.v4.new_code_cell("checks.check_f(f)"),  # ungraded instant check
