@@ -1,5 +1,11 @@
 """A class of notebook-01 submissions for grading tests: attacks and honest variants.
 
+The attacks only ever aim at their own course (paths relative to the notebook's folder, such as
+``../../../submitted``) and at two marker files (``/tmp`` and ``/var/tmp/tlab_vandal_was_here``),
+so that grading this class WITHOUT the sandbox (``--no-sandbox``, or an older version) damages
+nothing but its own temporary course. Never widen them to absolute or recursive paths: on a
+shared machine they would reach other people's files.
+
 ``build(root, port)`` makes a course in ``root`` (nbgrader_config.py, solutions/01 and its
 release) and submits every student below. Each attack pairs a trick with *wrong* answers
 (zeros), so any point it earns must come from the trick; the honest variants are the solution
@@ -108,7 +114,7 @@ def softmax(x, dim=-1):
 """
 READ_SOLUTIONS = """\
 import glob, json
-_found = glob.glob("../../../solutions/*/*.ipynb") + glob.glob("/tmp/**/solutions/*/*.ipynb", recursive=True)
+_found = glob.glob("../../../solutions/*/*.ipynb")
 for _path in _found[:5]:
     for _cell in json.load(open(_path))["cells"]:
         if _cell["metadata"].get("nbgrader", {}).get("solution"):
@@ -116,7 +122,7 @@ for _path in _found[:5]:
 """
 GRADEBOOK = """\
 import glob, sqlite3
-for _db in glob.glob("../../../gradebook.db") + glob.glob("/tmp/**/gradebook.db", recursive=True):
+for _db in glob.glob("../../../gradebook.db"):
     _con = sqlite3.connect(_db)
     _con.execute("UPDATE source_cell SET source = 'pass' WHERE source LIKE '%check_%'")
     _con.execute("UPDATE grade SET manual_score = 0")
@@ -125,11 +131,11 @@ for _db in glob.glob("../../../gradebook.db") + glob.glob("/tmp/**/gradebook.db"
 VANDAL = """\
 import glob, os
 for _pattern in ("../../../submitted/*/*/*.ipynb", "../../../autograded/*/*/*.ipynb",
-                 "../../../feedback/*/*/*.html", "/tmp/**/submitted/*/*/*.ipynb"):
+                 "../../../feedback/*/*/*.html"):
     for _f in glob.glob(_pattern, recursive=True):
         if "vandal" not in _f:
             open(_f, "w").write("vandalised")
-for _d in ("/tmp", "/root", "/work", "/var/tmp", "..", os.path.expanduser("~")):
+for _d in ("/tmp", "/var/tmp", ".."):
     try:
         open(os.path.join(_d, "tlab_vandal_was_here"), "w").write("x")
     except OSError:
@@ -139,7 +145,7 @@ LEAKER = """\
 import glob, os
 print("ENVIRONMENT", dict(os.environ))
 _found = [g for pattern in ("../../../*.db", "../../../*/*.ipynb", "../../../*/*/*.ipynb",
-                            "../../../*/*/*/*.ipynb", "/tmp/**/*.ipynb") for g in glob.glob(pattern, recursive=True)]
+                            "../../../*/*/*/*.ipynb") for g in glob.glob(pattern)]
 for _path in _found[:40]:
     print("FILE", _path, open(_path, errors="replace").read()[:20000])
 print("LISTING", os.listdir("/"), os.listdir(".."), os.listdir("."))
