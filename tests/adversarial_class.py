@@ -196,6 +196,7 @@ ATTACKS = {
 }
 # Replacing answers (their own definitions) vs. code run before the wrong answer.
 REPLACES = {"int_eq", "lying_tensor", "thread_reference"}
+AFTER = {"read_solutions"}  # the trick comes after the wrong answers (and would replace them)
 HONEST = ("honest_full", "honest_stderr", "honest_slow", "honest_stripped", "honest_big_print")
 DANGEROUS = {"fork_bomb", "memory_hog"}  # never run these without the sandbox
 
@@ -243,7 +244,12 @@ def notebook_for(root: Path, student: str, port: int = 9):
         sources = dict(WRONG)
         for gid, trick in ATTACKS[student].items():
             trick = trick.replace("{port}", str(port))
-            sources[gid] = trick if student in REPLACES else trick + "\n" + sources[gid]
+            if student in REPLACES:
+                sources[gid] = trick
+            elif student in AFTER:
+                sources[gid] = sources[gid] + "\n" + trick
+            else:
+                sources[gid] = trick + "\n" + sources[gid]
         _answers(nb, sources)
         return nb
     _answers(nb, right)
