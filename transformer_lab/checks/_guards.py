@@ -423,8 +423,6 @@ _AUDIT_EVENTS = {
     "os.spawn": "started a program",
     "os.fork": "forked the kernel",
     "os.forkpty": "forked the kernel",
-    "os.kill": "sent a signal",
-    "os.killpg": "sent a signal",
     "ctypes.dlopen": "loaded a C library with ctypes",
     "ctypes.dlsym": "looked up a C function with ctypes",
     "gc.get_objects": "searched the garbage collector's objects",
@@ -467,6 +465,15 @@ def _audit(event: str, args: tuple) -> None:
         owner = getattr(target, "__module__", "") or ""
         if name != "__code__" and not str(owner).startswith(_TRUSTED_PREFIXES):
             return
+        if name in ("__doc__", "__module__", "__name__", "__qualname__", "__annotations__"):
+            return
+        caller = sys._getframe(1)
+        while caller is not None and caller.f_code is _audit.__code__:
+            caller = caller.f_back
+        if caller is not None and str(caller.f_globals.get("__name__", "")).startswith(
+            ("torch", "numpy", "importlib", "typing", "functools")
+        ):
+            return  # the library changing its own classes (e.g. lazily set attributes)
         detail = f" ({getattr(target, '__qualname__', type(target).__name__)}.{name})"
     _STATE["events"].append(_AUDIT_EVENTS[event] + detail)
 

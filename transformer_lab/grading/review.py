@@ -19,6 +19,10 @@ __all__ = ["PATTERNS", "scan_source", "student_cells", "scan_notebook"]
 PATTERNS: list[tuple[str, str]] = [
     (r"\bsys\s*\.\s*modules\b", "edits sys.modules"),
     (
+        r"^\s*(torch|np|numpy|F|nn|checks|transformer_lab)(\s*\.\s*\w+)+\s*=[^=]",
+        "replaces a library function",
+    ),
+    (
         r"(?<![.\w])vars\s*\(|__dict__|(?<![.\w])globals\s*\(\s*\)\s*\[",
         "edits a module's namespace",
     ),
