@@ -22,6 +22,7 @@ PATTERNS: list[tuple[str, str]] = [
         r"^\s*(torch|np|numpy|F|nn|checks|transformer_lab)(\s*\.\s*\w+)+\s*=[^=]",
         "replaces a library function",
     ),
+    (r"^\s*(torch|np|numpy|F|nn|checks|transformer_lab)\s*=[^=]", "rebinds a library's name"),
     (
         r"(?<![.\w])vars\s*\(|__dict__|(?<![.\w])globals\s*\(\s*\)\s*\[",
         "edits a module's namespace",
