@@ -29,7 +29,8 @@ c.CourseDirectory.ignore = [
 # Per-cell limit. Graded cells run the course's checks on tiny tensors and training cells run
 # in their reduced form under grading (NBGRADER_EXECUTION / TLAB_GRADING), so 30 s is generous;
 # a hanging answer costs this much once per test cell that calls it, which is why `tlab grade`
-# adds a per-submission budget on top (see transformer_lab/grading/execute.py).
+# gives later cells only 3 s once a submission has lost 60 s to interrupted cells (--budget;
+# slow cells that finish in time never count; see transformer_lab/grading/execute.py).
 c.Execute.timeout = 30
 c.Execute.interrupt_on_timeout = True
 c.Execute.startup_timeout = 60

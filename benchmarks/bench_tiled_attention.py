@@ -34,7 +34,9 @@ def measure(path: str, T: int, D: int, block: int, seed: int) -> dict:
     fns = {
         "naive": lambda: scaled_dot_product_attention(q, k, v)[0],
         "tiled": lambda: tiled_attention(q, k, v, block_size=block),
-        "fused": lambda: F.scaled_dot_product_attention(q[None, None], k[None, None], v[None, None])[0, 0],
+        "fused": lambda: F.scaled_dot_product_attention(
+            q[None, None], k[None, None], v[None, None]
+        )[0, 0],
     }
     with torch.no_grad():  # warm up on small inputs: code pages and thread pools count in RSS too
         small = (q[:64], k[:64], v[:64])

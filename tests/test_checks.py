@@ -1075,7 +1075,7 @@ def test_pytorch_rewrapping_manual_seed_is_not_tampering_but_a_student_wrapper_i
     script = textwrap.dedent(
         """
         import functools, torch
-        from transformer_lab.checks import _integrity
+        from transformer_lab.checks import _guards as _integrity
         import torch._dynamo  # noqa: F401  (re-wraps torch.manual_seed)
         assert _integrity.tampered() == [], _integrity.tampered()
         original = torch.manual_seed

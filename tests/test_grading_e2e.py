@@ -2,8 +2,9 @@
 notebooks, run `tlab grade` once over all of them, and check every outcome.
 
 The fixture (tests/fixtures/course) has three exercises built on the checks: softmax (2 points),
-attention (3) and a causal mask (1). One batch grades 11 students; the per-cell timeout is 15 s
-and the per-submission budget 20 s, so the hanging student costs about 25 s. Then a second run
+attention (3) and a causal mask (1). One batch grades 11 students, each in the sandbox; the
+per-cell timeout is 15 s and the hang budget 20 s, so the hanging student costs about 30 s.
+Tricks that used to be merely caught are now also flagged (status needs_review). Then a second run
 checks that nothing is regraded or lost, and a third that a failed regrade keeps the old score.
 Finally every assignment in solutions/ is graded (full solution = full marks, untouched = 0).
 """
@@ -24,7 +25,7 @@ from transformer_lab import cli
 from transformer_lab.grading.autograde import GradeOptions, grade
 from transformer_lab.grading.course import list_assignments, run_driver
 from transformer_lab.grading.integrity import restore_missing_cells
-from transformer_lab.grading.report import GRADED, NOT_GRADED
+from transformer_lab.grading.report import GRADED, NEEDS_REVIEW, NOT_GRADED
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURE = Path(__file__).parent / "fixtures" / "course"
@@ -115,8 +116,8 @@ STUDENTS = {
     "edited_test": (_edit_test, GRADED, 4),
     "deleted_test": (_delete_test, GRADED, 6),
     "invalid_json": ("{ this is not a notebook", NOT_GRADED, None),
-    "patched_comparisons": (answer(**{**FULL, "softmax_impl": PATCHED}), GRADED, 0),
-    "fake_checks": (answer(**{**FULL, "softmax_impl": FAKE_CHECKS}), GRADED, 4),
+    "patched_comparisons": (answer(**{**FULL, "softmax_impl": PATCHED}), NEEDS_REVIEW, 0),
+    "fake_checks": (answer(**{**FULL, "softmax_impl": FAKE_CHECKS}), NEEDS_REVIEW, 4),
     "uses_reference": (answer(**{**FULL, "softmax_impl": REFERENCE}), GRADED, 4),
 }
 
@@ -251,16 +252,11 @@ def test_unknown_student_is_a_clear_error(course):
 def test_restore_missing_cells_after_a_non_graded_cell():
     """The case where nbgrader 0.9.6's add_missing_cells raises KeyError."""
     release = nbformat.v4.new_notebook()
-    meta = lambda gid, **kw: {
-        "nbgrader": {
-            "grade_id": gid,
-            "schema_version": 3,
-            "grade": False,
-            "solution": False,
-            "locked": False,
-            **kw,
-        }
-    }  # noqa: E731
+
+    def meta(gid, **kw):
+        base = {"grade_id": gid, "schema_version": 3, "grade": False, "solution": False}
+        return {"nbgrader": {**base, "locked": False, **kw}}
+
     cells = [
         nbformat.v4.new_code_cell("def f(): ...", metadata=meta("impl", solution=True)),
         nbformat.v4.new_code_cell("checks.check_f(f)"),  # ungraded instant check

@@ -59,8 +59,8 @@ def test_merging_statistics_is_associative_with_empty_sets():
         return m, p.sum(-1, keepdim=True), p @ v[cols]
 
     empty = (torch.full((4, 1), float("-inf")), torch.zeros(4, 1), torch.zeros(4, 3))
-    m, l, o = merge_softmax_stats(*empty, *stats(slice(0, 6)))
-    m, l, o = merge_softmax_stats(m, l, o, *stats(slice(6, 10)))
+    m, l, o = merge_softmax_stats(*empty, *stats(slice(0, 6)))  # noqa: E741
+    m, l, o = merge_softmax_stats(m, l, o, *stats(slice(6, 10)))  # noqa: E741
     torch.testing.assert_close(o / l, torch.softmax(s, -1) @ v)
 
 

@@ -88,6 +88,8 @@ def _cmd_grade(args) -> int:
         force=args.force,
         timeout=args.timeout,
         budget=args.budget,
+        sandbox=not args.no_sandbox,
+        memory_mb=args.memory,
         feedback=not args.no_feedback,
         export=not args.no_export,
         quiet=args.quiet,
@@ -139,7 +141,17 @@ def build_parser() -> argparse.ArgumentParser:
         "--budget",
         type=float,
         default=None,
-        help="seconds per submission before cells get a short timeout",
+        help="seconds a submission may lose to cells stopped at the time limit before later "
+        "cells get a 3 s limit (default 60)",
+    )
+    p.add_argument(
+        "--no-sandbox",
+        action="store_true",
+        help="run student code WITHOUT the bubblewrap sandbox, with your rights (only if you "
+        "accept the risk: it can read the solutions and change grades and files)",
+    )
+    p.add_argument(
+        "--memory", type=int, default=None, help="sandbox memory limit per process in MB (4096)"
     )
     p.add_argument("--no-feedback", action="store_true", help="skip the HTML feedback")
     p.add_argument("--no-export", action="store_true", help="skip nbgrader's CSV export")

@@ -36,7 +36,7 @@ For explorers and tools, the verdict as data (never raises for the student's cod
 While the student's function runs, the reference for the graded thing is disabled (a call,
 even under another name, fails the check), and every check first verifies that nothing it
 relies on (``torch.allclose``, numpy's comparisons, the references, these checks) was
-replaced by notebook code. See :mod:`transformer_lab.checks._integrity`.
+replaced by notebook code. See :mod:`transformer_lab.checks._guards`.
 
 Exercises and signatures:
 
@@ -82,6 +82,7 @@ from transformer_lab.checks import (
     _diagnose,
     _evidence,
     _expect,
+    _guards,
     _integrity,
     _messages,
 )
@@ -206,7 +207,7 @@ __all__ = [
 
 def verify_integrity() -> None:
     """Raise AssertionError if notebook code replaced anything the checks rely on."""
-    _integrity.verify("verify_integrity")
+    _guards.verify("verify_integrity")
 
 
 def _mha_reference(x_q, x_kv, w_q, w_k, w_v, w_o, n_heads, mask=None):
@@ -294,9 +295,13 @@ for _name, _check in (
 ):
     _api.register(_name, _check, None)
 del _name, _check, _reference
+# Under grading, hidden checks send their results to the grader (see _guards.hidden_entry).
+for _name in __all__:
+    if _name.startswith("check_"):
+        globals()[_name] = _guards.hidden_entry(globals()[_name])
 
 # Snapshot what the checks trust, then make every checks module read-only.
-_integrity.take_snapshot()
+_guards.take_snapshot()
 for _module in (
     _core,
     _attention_checks,
@@ -335,7 +340,8 @@ for _module in (
     _gpt_model_checks,
     _kv_cache_checks,
     _sampling_checks,
+    _guards,
 ):
-    _integrity.seal(_module.__name__)
-del _module
-_integrity.seal(__name__)
+    _guards.seal(_module.__name__)
+del _module, _name
+_guards.seal(__name__)

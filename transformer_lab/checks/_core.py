@@ -24,7 +24,14 @@ from torch import Tensor
 
 from transformer_lab.checks import _diagnose
 from transformer_lab.checks._expect import ExpectMixin
-from transformer_lab.checks._integrity import TRUSTED, Forbidden, ReferenceUsed, forbid, verify
+from transformer_lab.checks._guards import (
+    TRUSTED,
+    Forbidden,
+    ReferenceUsed,
+    forbid,
+    record_call,
+    verify,
+)
 from transformer_lab.checks._messages import (
     CheckFailed,
     common_error_hint,
@@ -201,6 +208,7 @@ class Runner(ExpectMixin):
         args, kwargs = _clone(case.args), _clone(case.kwargs)
         before_args, before_kwargs = _clone(args), _clone(kwargs)
         out, error, calls = self.attempt(args, kwargs)
+        record_call(self.name, case.name, out)  # for the grader, under a hidden check
         if calls:
             self.fail(
                 f"your function called {calls[0]}, which is what this exercise asks you to write; "

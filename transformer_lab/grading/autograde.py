@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import re
+import secrets
 import shutil
 import sys
 import tempfile
@@ -37,7 +38,13 @@ from transformer_lab.grading.course import (
 )
 from transformer_lab.grading.integrity import fingerprint
 from transformer_lab.grading.release import compare_trees
-from transformer_lab.grading.report import GRADED, NOT_GRADED, GradingReport, StudentResult
+from transformer_lab.grading.report import (
+    GRADED,
+    NEEDS_REVIEW,
+    NOT_GRADED,
+    GradingReport,
+    StudentResult,
+)
 
 __all__ = ["GradeOptions", "grade", "classify_failure"]
 
@@ -49,7 +56,9 @@ class GradeOptions:
     students: list[str] | None = None
     force: bool = False
     timeout: int | None = None  # per cell, seconds
-    budget: float | None = None  # per submission, seconds (GuardedExecute.submission_budget)
+    budget: float | None = None  # seconds lost to interrupted cells (GuardedExecute.hang_budget)
+    sandbox: bool = True  # run each kernel in bubblewrap (see grading.sandbox)
+    memory_mb: int | None = None  # sandbox address-space limit per process
     feedback: bool = True
     export: bool = True
     quiet: bool = False  # no progress bar
@@ -123,7 +132,7 @@ def grade(root: Path, assignment: str, options: GradeOptions | None = None) -> G
         if (
             options.force
             or previous is None
-            or previous.status != GRADED
+            or previous.status not in (GRADED, NEEDS_REVIEW)
             or previous.fingerprint != prints[sid]
         ):
             todo.append(sid)
@@ -134,14 +143,46 @@ def grade(root: Path, assignment: str, options: GradeOptions | None = None) -> G
         shutil.rmtree(staging_root)
     backups = _backup(root, dirs, assignment, [s for s in todo if _was_graded(report, s)])
 
-    config: dict = {"CourseDirectory.submitted_directory": str(staging_root.relative_to(root))}
+    if options.sandbox and todo:
+        from transformer_lab.grading.sandbox import SandboxError, probe
+
+        try:
+            probe(root)
+        except SandboxError as exc:
+            raise CourseError(str(exc)) from None
+    hidden_reference = tlab / "hidden" / f"{assignment}.json"
+    config: dict = {
+        "CourseDirectory.submitted_directory": str(staging_root.relative_to(root)),
+        "GuardedExecute.sandbox": bool(options.sandbox),
+        "GuardedExecute.course_root": str(root),
+        # A new secret per run: the hidden cases' inputs cannot be known in advance.
+        "GuardedExecute.hidden_secret": secrets.token_hex(16),
+        "GuardedExecute.hidden_reference": str(hidden_reference),
+    }
     if options.timeout is not None:
         config["Execute.timeout"] = int(options.timeout)
     if options.budget is not None:
-        config["GuardedExecute.submission_budget"] = float(options.budget)
+        config["GuardedExecute.hang_budget"] = float(options.budget)
+    if options.memory_mb is not None:
+        config["GuardedExecute.memory_mb"] = int(options.memory_mb)
     cell_timeout = options.timeout or 30
-    budget = options.budget if options.budget is not None else 120.0
-    idle = budget + 4 * cell_timeout + 180.0  # a submission can never legitimately take longer
+    budget = options.budget if options.budget is not None else 60.0
+    # Every cell may use its whole time limit: a submission legitimately takes at most this.
+    n_cells = sum(
+        1
+        for path in assignment_notebooks(source)
+        for cell in _read_json(path).get("cells", [])
+        if cell.get("cell_type") == "code"
+    )
+    idle = budget + (n_cells + 2) * cell_timeout + 180.0
+    has_hidden = any(
+        "hidden=True" in path.read_text(encoding="utf-8") for path in assignment_notebooks(source)
+    )
+    if not options.sandbox:
+        report.warnings.append(
+            "graded WITHOUT the sandbox (--no-sandbox): student code ran with your rights and "
+            "could read the solutions and change files and grades"
+        )
 
     events_by_student: dict[str, dict] = {}
     other_events: list[dict] = []
@@ -158,6 +199,14 @@ def grade(root: Path, assignment: str, options: GradeOptions | None = None) -> G
                     "release_dir": str(release_dir),
                 }
             ]
+            if remaining and has_hidden and not hidden_reference.is_file():
+                ops.append(
+                    {
+                        "op": "hidden_reference",
+                        "assignment": assignment,
+                        "to": str(hidden_reference),
+                    }
+                )
             for sid in remaining:
                 ops.append(
                     {
@@ -199,6 +248,16 @@ def grade(root: Path, assignment: str, options: GradeOptions | None = None) -> G
                 raise CourseError(
                     f"could not load {assignment} into the gradebook:\n{detail[-3000:]}"
                 )
+            ref = next((e for e in events if e["op"] == "hidden_reference"), None)
+            if ref is not None and not ref.get("success"):
+                if progress is not None:
+                    progress.close()
+                hidden_reference.unlink(missing_ok=True)
+                raise CourseError(
+                    f"could not compute the hidden tests' reference results from "
+                    f"{dirs['source']}/{assignment} (nothing was graded):\n"
+                    f"{failure_detail(ref, stderr)[-3000:]}"
+                )
             stuck = [sid for sid in remaining if sid not in events_by_student]
             if stuck:
                 # The process died or hung on stuck[0]; report it and carry on with the rest.
@@ -217,6 +276,7 @@ def grade(root: Path, assignment: str, options: GradeOptions | None = None) -> G
                 remaining = []
         if progress is not None:
             progress.close()
+        hidden_reference.unlink(missing_ok=True)  # its results belong to this run's secret
 
         released_now = release_dir / assignment
         diffs = (
@@ -242,7 +302,7 @@ def grade(root: Path, assignment: str, options: GradeOptions | None = None) -> G
         previous = report.students.get(sid)
         prev_score = (
             previous.score
-            if previous and previous.status == GRADED
+            if previous and previous.status in (GRADED, NEEDS_REVIEW)
             else (previous.previous_score if previous else None)
         )
         result = StudentResult(
@@ -267,6 +327,14 @@ def grade(root: Path, assignment: str, options: GradeOptions | None = None) -> G
                 result.notes.append("feedback could not be generated")
             if result.score is None:
                 result.status, result.reason = NOT_GRADED, "nbgrader recorded no score"
+            result.flags = list(event.get("flags") or [])
+            if pre.get("needs_review"):
+                result.flags.insert(0, pre["needs_review"])
+            if result.flags and result.status == GRADED:
+                result.status = NEEDS_REVIEW
+                result.reason = f"{len(result.flags)} flag(s): " + "; ".join(result.flags[:3])
+            for failure in event.get("hidden_failures") or []:
+                result.notes.append(f"hidden tests: {failure}")
         else:
             result.status, result.reason = NOT_GRADED, classify_failure(event)
             result.previous_score = prev_score
@@ -283,7 +351,16 @@ def grade(root: Path, assignment: str, options: GradeOptions | None = None) -> G
 
 def _was_graded(report: GradingReport, sid: str) -> bool:
     r = report.students.get(sid)
-    return r is not None and r.status == GRADED
+    return r is not None and r.status in (GRADED, NEEDS_REVIEW)
+
+
+def _read_json(path: Path) -> dict:
+    import json
+
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
 
 
 def _backup(root: Path, dirs: dict, assignment: str, students: list[str]) -> dict[str, Path]:

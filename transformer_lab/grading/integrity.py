@@ -6,6 +6,10 @@ For every student, :func:`preflight` reads the submitted notebooks and decides:
   "could not be graded" with the reason, and nbgrader never runs on the file;
 - **renamed notebook** (one unknown ``.ipynb`` instead of the expected name): graded under the
   expected name, with a note;
+- **lost metadata** (the student copied the cells into a new notebook): cells are matched to
+  the released notebook by content (identical source, or for answer cells the same first line
+  or a close match) and get their nbgrader metadata back; an answer that cannot be matched is
+  reported as needing manual grading instead of an ordinary 0;
 - **deleted cells**: every answer, test or read-only cell of the released notebook that is
   missing from the submission is put back, after the nearest surviving cell that preceded it
   in the release. nbgrader then restores the source of test and read-only cells from the
@@ -26,7 +30,7 @@ from pathlib import Path
 
 import nbformat
 
-__all__ = ["Preflight", "preflight", "restore_missing_cells", "fingerprint"]
+__all__ = ["Preflight", "preflight", "restore_missing_cells", "match_by_content", "fingerprint"]
 
 
 @dataclass
@@ -38,6 +42,7 @@ class Preflight:
     reason: str = ""  # why the submission cannot be graded (when not ok)
     notes: list[str] = field(default_factory=list)
     restored: list[str] = field(default_factory=list)  # grade ids put back
+    needs_review: str = ""  # why a person should check the grade (empty: nothing to check)
 
 
 def _grade_id(cell) -> str | None:
@@ -69,6 +74,7 @@ def restore_missing_cells(submitted, released) -> tuple[object, list[str]]:
                     for i, c in enumerate(nb.cells)
                     if (prev_gid and _grade_id(c) == prev_gid)
                     or (not prev_gid and prev_id and c.get("id") == prev_id)
+                    or (not prev_gid and prev.source.strip() and c.source == prev.source)
                 ),
                 None,
             )
@@ -82,6 +88,62 @@ def restore_missing_cells(submitted, released) -> tuple[object, list[str]]:
         present.add(gid)
         restored.append(gid)
     return nb, restored
+
+
+def _first_line(source: str) -> str:
+    return next((ln.strip() for ln in source.splitlines() if ln.strip()), "")
+
+
+def match_by_content(submitted, released) -> tuple[object, list[str], list[str]]:
+    """Give nbgrader metadata back to a notebook that lost it, matching cells by content.
+
+    A cell whose source is exactly a released cell's gets that cell's metadata; each released
+    answer cell is then matched with the student's cell of the same type that starts with the
+    same line (``def softmax(x, dim=-1):``) or, failing that, resembles it most (difflib ratio
+    at least 0.5). Returns the repaired copy, the grade ids matched, and the answer grade ids
+    that could not be matched.
+    """
+    import difflib
+
+    nb = copy.deepcopy(submitted)
+    used: set[int] = set()
+    matched: list[str] = []
+    by_source = {}
+    for cell in released.cells:
+        if _grade_id(cell) and cell.source.strip():
+            by_source.setdefault(cell.source, cell)
+    for i, cell in enumerate(nb.cells):
+        twin = by_source.get(cell.source)
+        if twin is not None and cell.cell_type == twin.cell_type:
+            cell.metadata["nbgrader"] = copy.deepcopy(twin.metadata["nbgrader"])
+            used.add(i)
+            matched.append(_grade_id(twin))
+    unmatched: list[str] = []
+    for r_cell in released.cells:
+        gid = _grade_id(r_cell)
+        meta = r_cell.get("metadata", {}).get("nbgrader", {})
+        if not gid or not meta.get("solution") or gid in matched:
+            continue
+        candidates = [
+            (i, c)
+            for i, c in enumerate(nb.cells)
+            if i not in used and c.cell_type == r_cell.cell_type
+        ]
+        first = _first_line(r_cell.source)
+        pick = next((i for i, c in candidates if first and _first_line(c.source) == first), None)
+        if pick is None and candidates:
+            ratio, pick = max(
+                (difflib.SequenceMatcher(None, r_cell.source, c.source).ratio(), i)
+                for i, c in candidates
+            )
+            pick = pick if ratio >= 0.5 else None
+        if pick is None:
+            unmatched.append(gid)
+            continue
+        nb.cells[pick].metadata["nbgrader"] = copy.deepcopy(meta)
+        used.add(pick)
+        matched.append(gid)
+    return nb, matched, unmatched
 
 
 def _read_notebook(path: Path):
@@ -162,6 +224,19 @@ def preflight(
             result.ok, result.reason = False, f"{path.name}: {exc}"
             shutil.rmtree(staging)
             return result
+        if not any(_grade_id(c) for c in nb.cells) and any(
+            _grade_id(c) for c in released[name].cells
+        ):
+            nb, matched, unmatched = match_by_content(nb, released[name])
+            result.notes.append(
+                f"{name}.ipynb had lost its nbgrader metadata: {len(matched)} cell(s) "
+                "matched by content"
+            )
+            if unmatched:
+                result.needs_review = (
+                    f"{name}.ipynb lost its nbgrader metadata and the answer(s) "
+                    f"{', '.join(unmatched)} could not be matched: grade them by hand"
+                )
         nb, restored = restore_missing_cells(nb, released[name])
         if restored:
             result.restored += restored

@@ -19,10 +19,11 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-__all__ = ["StudentResult", "GradingReport", "GRADED", "NOT_GRADED"]
+__all__ = ["StudentResult", "GradingReport", "GRADED", "NOT_GRADED", "NEEDS_REVIEW"]
 
 GRADED = "graded"
 NOT_GRADED = "not_graded"
+NEEDS_REVIEW = "needs_review"  # graded, but a person must look before the score is used
 CSV_COLUMNS = [
     "assignment",
     "student_id",
@@ -30,6 +31,7 @@ CSV_COLUMNS = [
     "score",
     "max_score",
     "reason",
+    "flags",
     "notes",
     "previous_score",
     "graded_at",
@@ -52,6 +54,7 @@ class StudentResult:
     seconds: float | None = None
     fingerprint: str = ""
     timeouts: int = 0
+    flags: list[str] = field(default_factory=list)  # why a person should look (NEEDS_REVIEW)
 
 
 @dataclass
@@ -109,6 +112,7 @@ class GradingReport:
                         "score": "" if r.score is None else _num(r.score),
                         "max_score": "" if r.max_score is None else _num(r.max_score),
                         "reason": r.reason,
+                        "flags": "; ".join(r.flags),
                         "notes": "; ".join(r.notes),
                         "previous_score": ""
                         if r.previous_score is None
@@ -122,21 +126,27 @@ class GradingReport:
     # -- summary --------------------------------------------------------------------------
     @property
     def all_graded(self) -> bool:
-        return all(r.status == GRADED for r in self.students.values())
+        """Every submission has a score (some may still need review)."""
+        return all(r.status in (GRADED, NEEDS_REVIEW) for r in self.students.values())
+
+    @property
+    def flagged(self) -> list[StudentResult]:
+        return [r for sid, r in sorted(self.students.items()) if r.status == NEEDS_REVIEW]
 
     def summary(self) -> str:
         lines = [
             f"Grading report for {self.assignment} (max score "
             f"{_num(self.max_score) if self.max_score is not None else '?'}):"
         ]
-        graded = [r for r in self.students.values() if r.status == GRADED]
-        failed = [r for r in self.students.values() if r.status != GRADED]
+        graded = [r for r in self.students.values() if r.status in (GRADED, NEEDS_REVIEW)]
+        failed = [r for r in self.students.values() if r.status not in (GRADED, NEEDS_REVIEW)]
         width = max([len(s) for s in self.students] + [7])
         for r in sorted(graded, key=lambda r: r.student_id):
             fresh = "" if r.student_id in self.graded_now else "  (earlier run)"
             notes = f"  [{'; '.join(r.notes)}]" if r.notes else ""
+            review = "  NEEDS REVIEW" if r.status == NEEDS_REVIEW else ""
             lines.append(
-                f"  {r.student_id:<{width}}  {_num(r.score):>6} / {_num(r.max_score)}{fresh}{notes}"
+                f"  {r.student_id:<{width}}  {_num(r.score):>6} / {_num(r.max_score)}{review}{fresh}{notes}"
             )
         if failed:
             lines.append("Could not be graded (no score recorded; NOT a zero):")
@@ -147,7 +157,14 @@ class GradingReport:
                     else ""
                 )
                 lines.append(f"  {r.student_id:<{width}}  {r.reason}{prev}")
-        lines.append(f"{len(graded)} graded, {len(failed)} could not be graded.")
+        if self.flagged:
+            lines.append("Flagged for review (score kept until a person has looked):")
+            for r in self.flagged:
+                lines.append(f"  {r.student_id:<{width}}  {r.reason}")
+        lines.append(
+            f"{len(graded)} graded ({len(self.flagged)} of them need review), "
+            f"{len(failed)} could not be graded."
+        )
         for w in self.warnings:
             lines.append(f"warning: {w}")
         return "\n".join(lines)

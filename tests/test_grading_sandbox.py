@@ -1,0 +1,190 @@
+"""The grading sandbox, the grader's hidden-test comparison and the code scan, without nbgrader.
+
+The sandbox test starts Python exactly as ``tlab grade`` starts a kernel (bwrap + setpriv +
+prlimit) with this repository as the course, and checks from inside what it can see and do.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+import torch
+
+from transformer_lab.grading import hidden, review
+from transformer_lab.grading.integrity import match_by_content
+
+REPO = Path(__file__).resolve().parents[1]
+
+PROBE = r"""
+import json, os, socket, sys
+out = {"uid": os.getuid(), "home": os.environ.get("HOME"), "env": sorted(os.environ)}
+def attempt(name, fn):
+    try:
+        fn()
+        out[name] = "ok"
+    except Exception as exc:
+        out[name] = type(exc).__name__
+repo = sys.argv[1]
+attempt("list_solutions", lambda: os.listdir(os.path.join(repo, "solutions")))
+attempt("list_repo", lambda: out.__setitem__("repo_view", sorted(os.listdir(repo))))
+attempt("home_view", lambda: out.__setitem__("root_view", sorted(os.listdir("/root"))))
+attempt("write_package", lambda: open(os.path.join(repo, "transformer_lab", "x.py"), "w"))
+attempt("write_tmp", lambda: open("/tmp/x", "w").write("x"))
+attempt("write_home", lambda: open("x", "w").write("x"))
+attempt("network", lambda: socket.create_connection(("127.0.0.1", int(sys.argv[2])), timeout=2))
+attempt("import_package", lambda: __import__("transformer_lab.checks"))
+attempt("big_file", lambda: open("/tmp/big", "wb").write(b"x" * (80 << 20)))
+attempt("big_memory", lambda: bytearray(6 << 30))
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+def test_the_sandbox_sees_only_python_and_its_own_folders(tmp_path):
+    import socket
+
+    from transformer_lab.grading.sandbox import probe, sandbox_command, sandbox_env
+
+    probe(REPO)
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    work, ipc = tmp_path / "work", tmp_path / "ipc"
+    work.mkdir()
+    ipc.mkdir()
+    uid = 1_500_000_123
+    if os.geteuid() == 0:
+        for folder in (work, ipc):
+            os.chown(folder, uid, uid)
+    cmd = sandbox_command(
+        [sys.executable, "-c", PROBE, str(REPO), str(server.getsockname()[1])],
+        course_root=REPO,
+        workdir=work,
+        ipc_dir=ipc,
+        uid=uid,
+    )
+    env = sandbox_env({**os.environ, "TLAB_TEST_INSTRUCTOR_SECRET": "x"})
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
+    server.close()
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["list_solutions"] == "FileNotFoundError"
+    assert "solutions" not in seen["repo_view"] and "transformer_lab" in seen["repo_view"]
+    # The instructor's home shows only what holds the Python installation (here pyenv's).
+    home = [
+        p for p in os.listdir("/root") if not Path(sys.base_prefix).is_relative_to(f"/root/{p}")
+    ]
+    assert seen.get("root_view", []) == sorted(set(os.listdir("/root")) - set(home))
+    assert seen["write_package"] in ("OSError", "PermissionError")  # read-only bind
+    assert seen["write_tmp"] == "ok" and seen["write_home"] == "ok"  # its own folders
+    assert seen["network"] == "ConnectionRefusedError"  # an empty loopback of its own
+    assert seen["import_package"] == "ok"
+    assert seen["big_file"] == "OSError"  # RLIMIT_FSIZE (64 MB)
+    assert seen["big_memory"] == "MemoryError"  # RLIMIT_AS (4 GB)
+    assert seen["home"] == "/home/student" and "TLAB_TEST_INSTRUCTOR_SECRET" not in seen["env"]
+    if os.geteuid() == 0:
+        assert seen["uid"] == uid
+    assert (work / "x").read_text() == "x"  # the working folder is the one we gave it
+
+
+def test_a_missing_bwrap_is_a_clear_error(monkeypatch):
+    from transformer_lab.grading import sandbox
+
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    with pytest.raises(sandbox.SandboxError, match="bubblewrap.*--no-sandbox"):
+        sandbox.probe(REPO)
+
+
+def _record(check, *outs):
+    from transformer_lab.checks._guards import _plain
+
+    flags: list[str] = []
+    calls = [{"case": f"case {i}", "out": _plain(o, flags)} for i, o in enumerate(outs)]
+    return {"check": check, "calls": calls, "flags": flags}, flags
+
+
+def test_hidden_results_are_compared_as_plain_values():
+    x = torch.randn(3, 4)
+    ref, _ = _record("check_softmax", x.softmax(-1), (x, 5), 12)
+    same, _ = _record("check_softmax", x.softmax(-1) + 1e-7, (x.clone(), 5), 12)
+    zeros, _ = _record("check_softmax", torch.zeros(3, 4), (x, 5), 12)
+    wrong_dtype, _ = _record("check_softmax", x.softmax(-1).double(), (x, 5), 12)
+    wrong_int, _ = _record("check_softmax", x.softmax(-1), (x, 5), 13)
+    expected = ["check_softmax"]
+    assert hidden.compare_records(expected, [ref], [same]) is None
+    assert "on 1 of 3 hidden cases" in hidden.compare_records(expected, [ref], [zeros])
+    assert hidden.compare_records(expected, [ref], [wrong_dtype]) is not None
+    assert hidden.compare_records(expected, [ref], [wrong_int]) is not None
+    assert "received 0" in hidden.compare_records(expected, [ref], [])
+
+
+def test_subclasses_are_unwrapped_and_flagged():
+    class Always(int):
+        def __eq__(self, other):
+            return True
+
+        __hash__ = int.__hash__
+
+    class Liar(torch.Tensor):
+        pass
+
+    ref, _ = _record("check_x", 12, torch.ones(2))
+    lie, flags = _record("check_x", Always(0), torch.zeros(2).as_subclass(Liar))
+    assert "on 2 of 2 hidden cases" in hidden.compare_records(["check_x"], [ref], [lie])
+    assert any("subclass of int" in f for f in flags)
+    assert any("subclass of torch.Tensor" in f for f in flags)
+
+
+def test_hidden_calls_are_found_between_the_markers():
+    source = (
+        "checks.check_softmax(softmax)\n### BEGIN HIDDEN TESTS\n"
+        "checks.check_softmax(softmax, hidden=True)\n### END HIDDEN TESTS\n"
+    )
+    assert hidden.expected_hidden_checks(source) == ["check_softmax"]
+    cell = nbformat.v4.new_code_cell(source)
+    cell.outputs = [
+        nbformat.v4.new_output("display_data", data={hidden.HIDDEN_MIME: {"check": "c"}}),
+        nbformat.v4.new_output("stream", name="stdout", text="hi"),
+    ]
+    assert hidden.take_records(cell) == [{"check": "c"}] and len(cell.outputs) == 1
+
+
+def test_the_solutions_raise_no_review_flag():
+    for path in sorted(REPO.glob("solutions/*/*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        for cell in nb.cells:
+            if cell.cell_type == "code" and cell.metadata.get("nbgrader", {}).get("solution"):
+                assert review.scan_source(cell.source) == [], (path.name, cell.source[:80])
+
+
+def test_tricks_raise_flags():
+    assert review.scan_source('sys.modules["transformer_lab.checks"] = fake')
+    assert review.scan_source("class Liar(torch.Tensor):\n    pass")
+    assert review.scan_source("with MyMode(TorchFunctionMode):\n    pass")
+    assert review.scan_source("print(os.environ)")
+    assert review.scan_source("return module.eval()") == []
+
+
+def test_a_notebook_without_metadata_is_matched_by_content():
+    released = nbformat.read(REPO / "notebooks/01_self_attention/01_self_attention.ipynb", 4)
+    answer = next(c for c in released.cells if c.metadata.get("nbgrader", {}).get("solution"))
+    fresh = nbformat.v4.new_notebook()
+    fresh.cells = [
+        nbformat.v4.new_code_cell(c.source)
+        if c.cell_type == "code"
+        else nbformat.v4.new_markdown_cell(c.source)
+        for c in released.cells
+    ]
+    mine = next(c for c in fresh.cells if c.source == answer.source)
+    mine.source = answer.source.replace("raise NotImplementedError()", "return x")
+    nb, matched, unmatched = match_by_content(fresh, released)
+    assert unmatched == [] and answer.metadata.nbgrader.grade_id in matched
+    got = next(c for c in nb.cells if c.source == mine.source)
+    assert got.metadata.nbgrader == answer.metadata.nbgrader
