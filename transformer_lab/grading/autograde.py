@@ -25,6 +25,7 @@ import re
 import shutil
 import sys
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,7 +36,9 @@ from transformer_lab.grading.course import (
     read_course_dirs,
     run_driver,
 )
+from transformer_lab.grading.database import check_driver_available, gradebook_url
 from transformer_lab.grading.integrity import fingerprint
+from transformer_lab.grading.parallel import run_lanes, save_merged, select_shard
 from transformer_lab.grading.release import compare_trees
 from transformer_lab.grading.report import GRADED, NOT_GRADED, GradingReport, StudentResult
 
@@ -53,6 +56,8 @@ class GradeOptions:
     feedback: bool = True
     export: bool = True
     quiet: bool = False  # no progress bar
+    jobs: int = 1  # submissions graded at once, each lane its own nbgrader process (parallel.py)
+    shard: tuple[int, int] | None = None  # (K, N): only slice K of N of the class (parallel.py)
 
 
 def classify_failure(event: dict) -> str:
@@ -113,6 +118,11 @@ def grade(root: Path, assignment: str, options: GradeOptions | None = None) -> G
                 f"but found none for {', '.join(unknown)}."
             )
         all_students = [s for s in all_students if s in options.students]
+    all_students = select_shard(all_students, options.shard)
+    try:
+        check_driver_available(gradebook_url(root))
+    except ValueError as exc:
+        raise CourseError(str(exc)) from None
 
     # Which submissions need (re)grading?
     todo: list[str] = []
@@ -130,6 +140,9 @@ def grade(root: Path, assignment: str, options: GradeOptions | None = None) -> G
 
     tlab = root / ".tlab"
     staging_root = tlab / "staging" / assignment / "submitted"
+    if options.shard is not None:  # shards may share the course folder: one staging area each
+        k, n = options.shard
+        staging_root = staging_root.with_name(f"submitted-shard-{k}-of-{n}")
     if staging_root.exists():
         shutil.rmtree(staging_root)
     backups = _backup(root, dirs, assignment, [s for s in todo if _was_graded(report, s)])
@@ -145,78 +158,120 @@ def grade(root: Path, assignment: str, options: GradeOptions | None = None) -> G
 
     events_by_student: dict[str, dict] = {}
     other_events: list[dict] = []
+    scores_by_student: dict[str, dict] = {}
+    gen_events: list[dict] = []
+    lock = threading.Lock()
     with tempfile.TemporaryDirectory(prefix="tlab-grade-") as tmp:
         release_dir = Path(tmp) / "release"
-        remaining = list(todo)
-        first_pass = True
         progress = _progress(len(todo), options.quiet)
-        while first_pass or remaining:
-            ops = [
-                {
-                    "op": "generate_assignment",
-                    "assignment": assignment,
-                    "release_dir": str(release_dir),
-                }
-            ]
-            for sid in remaining:
-                ops.append(
-                    {
-                        "op": "grade_student",
-                        "assignment": assignment,
-                        "student": sid,
-                        "submission": str(submitted_root / sid / assignment),
-                        "staging": str(staging_root / sid / assignment),
-                        "release_dir": str(release_dir),
-                        "feedback": options.feedback,
-                    }
-                )
-            ops.append({"op": "scores", "assignment": assignment})
-            if options.export:
-                ops.append({"op": "export", "to": str(root / "reports" / "nbgrader_grades.csv")})
-            (root / "reports").mkdir(exist_ok=True)
+        (root / "reports").mkdir(exist_ok=True)
+        one_lane = max(1, options.jobs) == 1 or len(todo) <= 1
 
-            def on_event(event: dict) -> None:
-                if event["op"] == "grade_student":
-                    events_by_student[event["student"]] = event
-                    if progress is not None:
-                        progress.update(1)
-                        progress.set_postfix_str(event["student"])
+        def lane(students: list[str], loads_assignment: bool, loaded: threading.Event) -> None:
+            """Grade ``students`` one after another in nbgrader child processes."""
+            remaining = list(students)
+            first_pass = True
+            while first_pass or remaining:
+                ops = []
+                if loads_assignment:
+                    ops.append(
+                        {
+                            "op": "generate_assignment",
+                            "assignment": assignment,
+                            "release_dir": str(release_dir),
+                        }
+                    )
+                for sid in remaining:
+                    ops.append(
+                        {
+                            "op": "grade_student",
+                            "assignment": assignment,
+                            "student": sid,
+                            "submission": str(submitted_root / sid / assignment),
+                            "staging": str(staging_root / sid / assignment),
+                            "release_dir": str(release_dir),
+                            "feedback": options.feedback,
+                        }
+                    )
+                ops.append({"op": "scores", "assignment": assignment})
+                if options.export and one_lane:
+                    ops.append(
+                        {"op": "export", "to": str(root / "reports" / "nbgrader_grades.csv")}
+                    )
+
+                def on_event(event: dict) -> None:
+                    with lock:
+                        if event["op"] == "grade_student":
+                            events_by_student[event["student"]] = event
+                            if progress is not None:
+                                progress.update(1)
+                                progress.set_postfix_str(event["student"])
+                        elif event["op"] == "scores":
+                            got = event.get("scores", {})
+                            scores_by_student.update({s: got[s] for s in students if s in got})
+                        elif event["op"] == "generate_assignment":
+                            gen_events.append(event)
+                            loaded.set()
+                        else:
+                            other_events.append(event)
+
+                events, code, stderr = run_driver(
+                    {"root": str(root), "ops": ops, "config": config, "guarded": True},
+                    on_event=on_event,
+                    env={"TLAB_GRADING": "1"},
+                    idle_timeout=idle,
+                )
+                first_pass = False
+                gen = next((e for e in events if e["op"] == "generate_assignment"), None)
+                if loads_assignment and (gen is None or not gen.get("success")):
+                    if gen is None:
+                        gen_events.append({"op": "generate_assignment", "success": False})
+                    gen_events[-1]["stderr"] = stderr
+                    return
+                stuck = [sid for sid in remaining if sid not in events_by_student]
+                if stuck:
+                    # The process died or hung on stuck[0]; report it and carry on with the rest.
+                    with lock:
+                        events_by_student[stuck[0]] = {
+                            "op": "grade_student",
+                            "student": stuck[0],
+                            "success": False,
+                            "error": "the grading process stopped responding on this submission and was restarted"
+                            if code == -9
+                            else f"the grading process crashed (exit code {code}): {stderr[-300:]}",
+                        }
+                        if progress is not None:
+                            progress.update(1)
+                    remaining = stuck[1:]
                 else:
-                    other_events.append(event)
+                    remaining = []
 
-            events, code, stderr = run_driver(
-                {"root": str(root), "ops": ops, "config": config, "guarded": True},
-                on_event=on_event,
-                env={"TLAB_GRADING": "1"},
-                idle_timeout=idle,
-            )
-            first_pass = False
-            gen = next((e for e in events if e["op"] == "generate_assignment"), None)
-            if gen is None or not gen.get("success"):
-                if progress is not None:
-                    progress.close()
-                detail = failure_detail(gen, stderr)
-                raise CourseError(
-                    f"could not load {assignment} into the gradebook:\n{detail[-3000:]}"
-                )
-            stuck = [sid for sid in remaining if sid not in events_by_student]
-            if stuck:
-                # The process died or hung on stuck[0]; report it and carry on with the rest.
-                events_by_student[stuck[0]] = {
-                    "op": "grade_student",
-                    "student": stuck[0],
-                    "success": False,
-                    "error": "the grading process stopped responding on this submission and was restarted"
-                    if code == -9
-                    else f"the grading process crashed (exit code {code}): {stderr[-300:]}",
+        def first_lane_failed() -> bool:
+            return not gen_events or not gen_events[-1].get("success")
+
+        def lane_after_load(students, loads_assignment, loaded):
+            if loads_assignment or not first_lane_failed():
+                lane(students, loads_assignment, loaded)
+
+        run_lanes(lane_after_load, todo, 1 if one_lane else options.jobs)
+        if not first_lane_failed() and options.export and not one_lane:
+            # Every lane has finished: nbgrader's CSV of the whole class, in one more process.
+            events, _, _ = run_driver(
+                {
+                    "root": str(root),
+                    "ops": [{"op": "export", "to": str(root / "reports" / "nbgrader_grades.csv")}],
+                    "config": config,
+                    "guarded": False,
                 }
-                if progress is not None:
-                    progress.update(1)
-                remaining = stuck[1:]
-            else:
-                remaining = []
+            )
+            other_events.extend(events)
         if progress is not None:
             progress.close()
+        if first_lane_failed():
+            gen = gen_events[-1] if gen_events else None
+            detail = failure_detail(gen, (gen or {}).get("stderr", ""))
+            raise CourseError(f"could not load {assignment} into the gradebook:\n{detail[-3000:]}")
+        other_events.append({"op": "scores", "scores": scores_by_student})
 
         released_now = release_dir / assignment
         diffs = (
@@ -275,9 +330,9 @@ def grade(root: Path, assignment: str, options: GradeOptions | None = None) -> G
                 result.notes.append("previous autograded notebook and feedback kept")
         report.students[sid] = result
         report.graded_now.append(sid)
-    if backups:
-        shutil.rmtree(tlab / "backup" / assignment, ignore_errors=True)
-    report.save(root)
+    for folder in backups.values():  # only this run's students: other shards keep theirs
+        shutil.rmtree(folder, ignore_errors=True)
+    save_merged(report, root)
     return report
 
 
