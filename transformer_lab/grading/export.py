@@ -5,8 +5,8 @@ PostgreSQL, whichever the course uses); whether a submission was really graded c
 ``tlab grade``'s report (:mod:`.report`), because nbgrader records 0 both for a real zero and
 for a notebook it could not run. A student without a usable score for a notebook gets an
 **empty cell, never 0**: not graded by ``tlab grade`` (dead kernel, not a notebook, ...),
-waiting for manual grading, or nothing submitted. An empty cell leaves that grade untouched in
-both LMSs. How each file marks it:
+waiting for manual grading, or nothing submitted. An empty cell is no grade at all in both
+LMSs (shown as ungraded, not counted as 0). How each file marks it:
 
 - ``canvas_grades.csv``: Canvas's gradebook import layout (``Student, ID, SIS User ID, SIS
   Login ID, Section``, then one column per notebook, then a ``Points Possible`` row). Canvas
