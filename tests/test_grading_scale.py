@@ -22,7 +22,7 @@ from pg_server import PostgresServer, missing_reason
 from test_grading_e2e import FULL, KILL, A, _submit, answer
 
 from transformer_lab import cli
-from transformer_lab.grading.database import guard_gradebook
+from transformer_lab.grading.database import check_driver_available, guard_gradebook
 from transformer_lab.grading.parallel import deal, parse_shard, select_shard, shard_index
 from transformer_lab.grading.report import GRADED, NOT_GRADED, GradingReport
 
@@ -109,6 +109,16 @@ def test_shards_cover_every_student_exactly_once_and_are_stable():
     assert deal(list("abcde"), 2) == [["a", "c", "e"], ["b", "d"]]
 
 
+def test_bad_gradebook_urls_and_options_are_one_sentence_errors(capsys):
+    with pytest.raises(ValueError, match=r"postgresql\+psycopg://.*got postgresql://u:\*\*\*@h/db"):
+        check_driver_available("postgresql://u:secret@h/db")
+    check_driver_available("sqlite:///x.db")  # nothing to check
+    for args in (["--jobs", "0"], ["--shard", "3/2"]):
+        with pytest.raises(SystemExit):
+            cli.build_parser().parse_args(["grade", A, *args])
+        assert "expected" in capsys.readouterr().err
+
+
 # ------------------------------------------------------------------ SQLite, --jobs 2
 @pytest.fixture(scope="module")
 def sqlite_class(tmp_path_factory):
@@ -138,7 +148,7 @@ def test_jobs_2_on_sqlite_grades_every_submission_once(sqlite_class):
 def _guarded_writer(url: str, prefix: str, count: int, errors: list) -> None:
     code = (
         "import sys\n"
-        "from transformer_lab.grading.database import guard_gradebook\n"
+        "from transformer_lab.grading.database import check_driver_available, guard_gradebook\n"
         "from nbgrader.api import Gradebook\n"
         f"guard_gradebook({url!r})\n"
         f"for i in range({count}):\n"

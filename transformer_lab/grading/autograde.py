@@ -166,6 +166,8 @@ def grade(root: Path, assignment: str, options: GradeOptions | None = None) -> G
         progress = _progress(len(todo), options.quiet)
         (root / "reports").mkdir(exist_ok=True)
         one_lane = max(1, options.jobs) == 1 or len(todo) <= 1
+        # Shards finish at different times: nbgrader's CSV is written once, by `tlab export`.
+        nbgrader_csv = options.export and options.shard is None
 
         def lane(students: list[str], loads_assignment: bool, loaded: threading.Event) -> None:
             """Grade ``students`` one after another in nbgrader child processes."""
@@ -194,7 +196,7 @@ def grade(root: Path, assignment: str, options: GradeOptions | None = None) -> G
                         }
                     )
                 ops.append({"op": "scores", "assignment": assignment})
-                if options.export and one_lane:
+                if nbgrader_csv and one_lane:
                     ops.append(
                         {"op": "export", "to": str(root / "reports" / "nbgrader_grades.csv")}
                     )
@@ -254,7 +256,7 @@ def grade(root: Path, assignment: str, options: GradeOptions | None = None) -> G
                 lane(students, loads_assignment, loaded)
 
         run_lanes(lane_after_load, todo, 1 if one_lane else options.jobs)
-        if not first_lane_failed() and options.export and not one_lane:
+        if not first_lane_failed() and nbgrader_csv and not one_lane:
             # Every lane has finished: nbgrader's CSV of the whole class, in one more process.
             events, _, _ = run_driver(
                 {

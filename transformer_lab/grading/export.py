@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from transformer_lab.grading.course import CourseError
-from transformer_lab.grading.database import gradebook_url, sqlite_path
+from transformer_lab.grading.database import gradebook_url, guard_gradebook, sqlite_path
 from transformer_lab.grading.report import GRADED, GradingReport
 
 __all__ = ["Column", "ClassGrades", "collect_grades", "write_canvas", "write_moodle", "export"]
@@ -109,6 +109,7 @@ def collect_grades(root: Path, assignments: list[str] | None = None) -> ClassGra
         .get("course_id", "default_course")
     )
     _alembic_on_path()
+    guard_gradebook(url)  # wait for a grading process's write instead of "database is locked"
     with Gradebook(url, course_id) as gb:
         known = [a.name for a in gb.assignments]
         wanted = assignments or sorted(known)
