@@ -195,6 +195,26 @@ def postgres():
         yield server
 
 
+@pytest.mark.slow
+def test_concurrent_postgres_writers_on_an_empty_database_lose_nothing(postgres):
+    """Four processes start on an empty database at once (racing to create nbgrader's tables)
+    and add students concurrently: every row arrives."""
+    url = postgres.create_database("race")
+    errors: list = []
+    threads = [
+        threading.Thread(target=_guarded_writer, args=(url, f"p{k}_", 40, errors)) for k in range(4)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    from nbgrader.api import Gradebook
+
+    with Gradebook(url, "c") as gb:
+        assert len(gb.students) == 160
+
+
 @pytest.fixture(scope="module")
 def pg_class(postgres, tmp_path_factory):
     """Two shards grade the class at the same time into one PostgreSQL gradebook."""
