@@ -51,10 +51,10 @@ class TorchGPT(nn.Module):
     def __init__(self, c: GPTConfig) -> None:
         super().__init__()
         self.tok = nn.Embedding(c.vocab_size, c.d_model)
-        self.pos = nn.Embedding(c.block_size, c.d_model)
+        self.pos = nn.Embedding(c.max_len, c.d_model)
         layer = nn.TransformerEncoderLayer(
             c.d_model,
-            c.n_head,
+            c.n_heads,
             c.d_ff,
             0.0,
             activation="gelu",
@@ -62,12 +62,12 @@ class TorchGPT(nn.Module):
             norm_first=True,
             bias=c.bias,
         )
-        self.blocks = nn.TransformerEncoder(layer, c.n_layer, enable_nested_tensor=False)
+        self.blocks = nn.TransformerEncoder(layer, c.n_layers, enable_nested_tensor=False)
         self.norm = nn.LayerNorm(c.d_model, bias=c.bias)
         self.head = nn.Linear(c.d_model, c.vocab_size, bias=False)
         if c.tie_weights:
             self.head.weight = self.tok.weight
-        self.register_buffer("mask", nn.Transformer.generate_square_subsequent_mask(c.block_size))
+        self.register_buffer("mask", nn.Transformer.generate_square_subsequent_mask(c.max_len))
 
     def forward(self, idx, targets):
         T = idx.shape[1]
@@ -106,11 +106,11 @@ def step_times(config: GPTConfig, batch, repeats: int) -> dict[str, float]:
     return {name: 1e3 * statistics.median(t) for name, t in times.items()}
 
 
-def recipe_config(vocab_size: int, block_size: int = 64, nanogpt_model: bool = False) -> GPTConfig:
+def recipe_config(vocab_size: int, max_len: int = 64, nanogpt_model: bool = False) -> GPTConfig:
     """The benchmark's network: GPT-2's (biases, an output head of its own) or, with
     ``nanogpt_model``, nanoGPT's exact one (no biases, head tied to the token embedding)."""
     return GPTConfig.tiny(
-        block_size=block_size,
+        max_len=max_len,
         dropout=0.0,
         vocab_size=vocab_size,
         bias=not nanogpt_model,

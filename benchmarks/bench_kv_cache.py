@@ -1,12 +1,12 @@
 """Generation with and without the key/value cache: same tokens, how much faster.
 
-A tiny GPT (``GPTConfig.tiny(block_size=512)``: 4 layers, width 128) extends a 256-token
+A tiny GPT (``GPTConfig.tiny(max_len=512)``: 4 layers, width 128) extends a 256-token
 prompt by 256 tokens, so the context grows to fill the position table and never slides.
 Without the cache every step recomputes the whole context (cost per token grows with T); with
 it each step runs one token through the layers and attends to the cached keys and values. The
 two runs must give identical tokens, greedy and sampled (same seeded generator); the script
 asserts it. At this size a cached step is mostly fixed per-call overhead (~3 ms), so the
-speed-up grows with the context: with a 64-token prompt (block_size 320) it measured 3.0x
+speed-up grows with the context: with a 64-token prompt (max_len 320) it measured 3.0x
 greedy and 2.6x sampled on the loaded machine; with the 256-token prompt see the README.
 
 The weights are random (nothing to download), with the token embedding widened to std 1 so the
@@ -57,14 +57,14 @@ def main() -> None:
 
     torch.manual_seed(args.seed)
     block = args.prompt_tokens + args.new_tokens
-    config = GPTConfig.tiny(block_size=block)  # exactly filled: the window never slides
+    config = GPTConfig.tiny(max_len=block)  # exactly filled: the window never slides
     model = GPT(config).eval()
     with torch.no_grad():
         model.tok_emb.weight.normal_(0.0, 1.0)  # peaked logits: see the module docstring
     data = shakespeare()
     prompt = data.val[: args.prompt_tokens].repeat(args.batch_size, 1)  # (B, T0)
     print(
-        f"model: {model.num_parameters() / 1e6:.2f}M parameters, block_size {config.block_size}; "
+        f"model: {model.num_parameters() / 1e6:.2f}M parameters, max_len {config.max_len}; "
         f"prompt {tuple(prompt.shape)}, {args.new_tokens} new tokens, median of {args.repeats}"
     )
 

@@ -54,7 +54,7 @@ def exact_match(
     """Greedy-translate a split; return {number of digits: (correct, total)}."""
     full = whole_split(task, split)
     out = model.greedy_decode(
-        full.src, max_len=task.max_tgt_len - 1, bos_id=task.bos_id, eos_id=task.eos_id
+        full.src, max_new_tokens=task.max_tgt_len - 1, bos_id=task.bos_id, eos_id=task.eos_id
     )  # (N, L)
     by_len: dict[int, list[int]] = {}
     for (source, words), row in zip(task.pairs(split), out):
@@ -122,14 +122,14 @@ def main() -> None:
         print(f"  {length} digit{'s' if length > 1 else ' '}: {c / n:7.2%} ({c}/{n})")
     full = whole_split(task, "test")
     examples = model.greedy_decode(
-        full.src[:8], max_len=task.max_tgt_len - 1, bos_id=task.bos_id, eos_id=task.eos_id
+        full.src[:8], max_new_tokens=task.max_tgt_len - 1, bos_id=task.bos_id, eos_id=task.eos_id
     )
     # The held-out split has few short numbers (none with one digit), so also check 0..99 (mostly
     # training numbers): the length-balanced sampling is there to get these right.
     short = list(range(100))
     decoded = model.greedy_decode(
         task.encode_source(short),
-        max_len=task.max_tgt_len - 1,
+        max_new_tokens=task.max_tgt_len - 1,
         bos_id=task.bos_id,
         eos_id=task.eos_id,
     )

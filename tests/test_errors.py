@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from transformer_lab import (
-    EncoderBlock,
+    Block,
     LearnedPositionalEmbedding,
     MultiHeadAttention,
     SinusoidalPositionalEncoding,
@@ -27,7 +27,7 @@ def test_d_model_not_divisible_by_n_heads():
         MultiHeadAttention(10, 3)
     _one_sentence(str(err.value))
     with pytest.raises(ValueError, match="divisible"):
-        EncoderBlock(10, 4, 20)
+        Block(10, 4, 20)
     with pytest.raises(ValueError, match="divisible"):
         split_heads(torch.randn(1, 2, 10), 4)
 

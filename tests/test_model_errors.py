@@ -38,12 +38,12 @@ def _raises(exc, match, fn, *args, **kwargs):
     "make, match",
     [
         (
-            lambda: GPTConfig(d_model=10, n_head=3),
-            r"GPTConfig\.d_model must be divisible by n_head.*d_model=10 and n_head=3",
+            lambda: GPTConfig(d_model=10, n_heads=3),
+            r"GPTConfig\.d_model must be divisible by n_heads.*d_model=10 and n_heads=3",
         ),
         (
-            lambda: GPTConfig(n_layer=0),
-            r"GPTConfig\.n_layer must be a positive integer, but received n_layer=0",
+            lambda: GPTConfig(n_layers=0),
+            r"GPTConfig\.n_layers must be a positive integer, but received n_layers=0",
         ),
         (
             lambda: GPTConfig(dropout=1.5),
@@ -52,8 +52,8 @@ def _raises(exc, match, fn, *args, **kwargs):
         (lambda: GPTConfig(activation="swish"), r"GPTConfig\.activation must be one of .*'swish'"),
         (lambda: GPTConfig(eps=0.0), r"GPTConfig\.eps must be a small positive number"),
         (
-            lambda: BertConfig(d_model=100, n_head=12),
-            r"BertConfig\.d_model must be divisible by n_head",
+            lambda: BertConfig(d_model=100, n_heads=12),
+            r"BertConfig\.d_model must be divisible by n_heads",
         ),
         (
             lambda: BertConfig(vocab_size=10, pad_token_id=10),
@@ -68,10 +68,10 @@ def _raises(exc, match, fn, *args, **kwargs):
             r"ViTConfig\.position must be one of \['learned', 'sinusoidal_2d'\]",
         ),
         (
-            lambda: ViTConfig.tiny(d_model=66, n_head=3, position="sinusoidal_2d"),
+            lambda: ViTConfig.tiny(d_model=66, n_heads=3, position="sinusoidal_2d"),
             r"ViTConfig\.d_model must be divisible by 4",
         ),
-        (lambda: Seq2SeqConfig(d_model=33, n_head=3), r"Seq2SeqConfig\.d_model must be even"),
+        (lambda: Seq2SeqConfig(d_model=33, n_heads=3), r"Seq2SeqConfig\.d_model must be even"),
         (
             lambda: Seq2SeqConfig.tiny(max_len=-1),
             r"Seq2SeqConfig\.max_len must be a positive integer",
@@ -84,7 +84,7 @@ def test_invalid_configs_name_the_field(make, match):
 
 def test_configs_are_frozen():
     with pytest.raises(dataclasses.FrozenInstanceError):
-        GPTConfig.tiny().n_layer = 8
+        GPTConfig.tiny().n_layers = 8
 
 
 def test_models_want_their_own_config():
@@ -100,7 +100,7 @@ def test_models_want_their_own_config():
 
 
 def test_token_ids_outside_the_vocabulary():
-    gpt = GPT(GPTConfig.tiny(n_layer=1))
+    gpt = GPT(GPTConfig.tiny(n_layers=1))
     _raises(
         ValueError,
         r"idx must lie in 0\.\.64 \(vocab_size=65\), but received token id 65",
@@ -109,7 +109,7 @@ def test_token_ids_outside_the_vocabulary():
     )
     _raises(ValueError, r"received token id -1", gpt, torch.tensor([[-1, 3]]))
     _raises(ValueError, r"idx must lie in 0\.\.64", gpt.generate, torch.tensor([[70]]), 3)
-    bert = BERT(BertConfig.tiny(vocab_size=50, n_layer=1))
+    bert = BERT(BertConfig.tiny(vocab_size=50, n_layers=1))
     _raises(
         ValueError,
         r"input_ids must lie in 0\.\.49 \(vocab_size=50\), but received token id 50",
@@ -129,7 +129,7 @@ def test_token_ids_outside_the_vocabulary():
 
 
 def test_float_ids_and_wrong_rank():
-    gpt = GPT(GPTConfig.tiny(n_layer=1))
+    gpt = GPT(GPTConfig.tiny(n_layers=1))
     _raises(
         TypeError,
         r"idx must hold integer token ids \(torch\.long\), but received dtype torch\.float32",
@@ -145,14 +145,14 @@ def test_float_ids_and_wrong_rank():
 
 
 def test_sequences_longer_than_the_position_table():
-    gpt = GPT(GPTConfig.tiny(n_layer=1))
+    gpt = GPT(GPTConfig.tiny(n_layers=1))
     _raises(
         ValueError,
         r"idx has 65 tokens per sequence, but the position table holds only 64 positions",
         gpt,
         torch.zeros(1, 65, dtype=torch.long),
     )
-    bert = BERT(BertConfig.tiny(vocab_size=50, n_layer=1, max_len=16))
+    bert = BERT(BertConfig.tiny(vocab_size=50, n_layers=1, max_len=16))
     _raises(
         ValueError,
         r"input_ids has 17 tokens per sequence, but the position table holds only 16",
@@ -164,7 +164,7 @@ def test_sequences_longer_than_the_position_table():
 
 
 def test_shapes_that_do_not_match_the_input_ids():
-    bert = BERT(BertConfig.tiny(vocab_size=50, n_layer=1))
+    bert = BERT(BertConfig.tiny(vocab_size=50, n_layers=1))
     ids = torch.ones(2, 5, dtype=torch.long)
     _raises(
         ValueError,
@@ -173,7 +173,7 @@ def test_shapes_that_do_not_match_the_input_ids():
         ids,
         torch.ones(2, 4),
     )
-    gpt = GPT(GPTConfig.tiny(n_layer=1))
+    gpt = GPT(GPTConfig.tiny(n_layers=1))
     _raises(
         ValueError,
         r"targets must have the shape of idx \(2, 5\), but received shape \(2, 4\)",
@@ -184,7 +184,7 @@ def test_shapes_that_do_not_match_the_input_ids():
 
 
 def test_generation_arguments():
-    gpt = GPT(GPTConfig.tiny(n_layer=1))
+    gpt = GPT(GPTConfig.tiny(n_layers=1))
     prompt = torch.zeros(1, 2, dtype=torch.long)
     _raises(
         ValueError,
@@ -214,7 +214,7 @@ def test_generation_arguments():
     s2s = Seq2SeqTransformer(Seq2SeqConfig.tiny(n_encoder_layers=1, n_decoder_layers=1))
     _raises(
         ValueError,
-        r"max_len must lie in 1\.\.64",
+        r"max_new_tokens must lie in 1\.\.64",
         s2s.greedy_decode,
         torch.tensor([[4, 5]]),
         100,
@@ -227,7 +227,7 @@ def test_generation_arguments():
 
 
 def test_image_size_not_a_multiple_of_the_patch_size():
-    vit = ViT(ViTConfig.tiny(n_layer=1))
+    vit = ViT(ViTConfig.tiny(n_layers=1))
     _raises(
         ValueError,
         r"image height and width must be multiples of patch_size=2, but received an image of 9x9",
@@ -243,7 +243,7 @@ def test_image_size_not_a_multiple_of_the_patch_size():
 
 
 def test_wrong_number_of_channels():
-    vit = ViT(ViTConfig.tiny(n_layer=1))
+    vit = ViT(ViTConfig.tiny(n_layers=1))
     _raises(
         ValueError,
         r"pixel_values must have n_channels=1 channels.*received shape \(2, 3, 8, 8\)",
@@ -262,7 +262,7 @@ def test_wrong_number_of_channels():
 
 
 def test_loading_weights_of_the_wrong_shape_names_parameter_and_shapes():
-    gpt = GPT(GPTConfig.tiny(n_layer=1))
+    gpt = GPT(GPTConfig.tiny(n_layers=1))
     weights = {name: p.detach().clone() for name, p in gpt.named_parameters()}
     weights["blocks.0.self_attn.q_proj.weight"] = torch.zeros(128, 64)
     _raises(

@@ -221,11 +221,11 @@ def test_mlm_loss_only_counts_chosen_positions():
 
 
 def test_presets():
-    assert (BertConfig.base().n_layer, BertConfig.base().d_model, BertConfig.base().eps) == (
+    assert (BertConfig.base().n_layers, BertConfig.base().d_model, BertConfig.base().eps) == (
         12,
         768,
         1e-12,
     )
     m = BertConfig.minilm()
-    assert (m.n_layer, m.n_head, m.d_model, m.d_ff) == (6, 12, 384, 1536)
+    assert (m.n_layers, m.n_heads, m.d_model, m.d_ff) == (6, 12, 384, 1536)
     assert BertConfig.tiny(vocab_size=500).vocab_size == 500

@@ -128,10 +128,10 @@ def test_top_k_and_top_p_match_hugging_face_warpers():
 def test_cache_gives_the_same_tokens_greedy_and_sampled(fused):
     torch.manual_seed(0)
     model = GPT(
-        GPTConfig(vocab_size=50, block_size=16, n_layer=2, n_head=2, d_model=32, fused=fused)
+        GPTConfig(vocab_size=50, max_len=16, n_layers=2, n_heads=2, d_model=32, fused=fused)
     )
     prompt = torch.randint(0, 50, (3, 4))
-    # 4 + 20 tokens run past block_size=16, so the sliding-window fallback is exercised too.
+    # 4 + 20 tokens run past max_len=16, so the sliding-window fallback is exercised too.
     greedy = [model.generate(prompt, 20, temperature=0, use_cache=c) for c in (True, False)]
     assert torch.equal(*greedy)
     for kw in ({"top_k": 5}, {"top_p": 0.8, "temperature": 0.7}):
@@ -146,7 +146,7 @@ def test_cache_gives_the_same_tokens_greedy_and_sampled(fused):
 
 
 def test_generate_restores_training_mode_and_is_seeded():
-    model = GPT(GPTConfig.tiny(n_layer=1, dropout=0.1)).train()
+    model = GPT(GPTConfig.tiny(n_layers=1, dropout=0.1)).train()
     prompt = torch.zeros(1, 1, dtype=torch.long)
     a = model.generate(prompt, 10, generator=torch.Generator().manual_seed(0))
     b = model.generate(prompt, 10, generator=torch.Generator().manual_seed(0))
@@ -159,7 +159,7 @@ def test_generate_restores_training_mode_and_is_seeded():
 
 def test_future_tokens_do_not_change_earlier_logits():
     torch.manual_seed(0)
-    model = GPT(GPTConfig.tiny(n_layer=2)).eval()
+    model = GPT(GPTConfig.tiny(n_layers=2)).eval()
     idx = torch.randint(0, 65, (2, 20))
     changed = idx.clone()
     changed[:, 12:] = torch.randint(0, 65, (2, 8))
@@ -171,7 +171,7 @@ def test_future_tokens_do_not_change_earlier_logits():
 
 def test_attention_maps_are_causal_and_explicit_path_matches_fused():
     torch.manual_seed(0)
-    model = GPT(GPTConfig.tiny(n_layer=2)).eval()
+    model = GPT(GPTConfig.tiny(n_layers=2)).eval()
     idx = torch.randint(0, 65, (2, 10))
     with torch.no_grad():
         out = model(idx, output_attentions=True)
@@ -187,7 +187,7 @@ def test_tied_head_presets_and_parameter_count():
     model = GPT(GPTConfig.tiny())
     assert model.lm_head.weight is model.tok_emb.weight
     cfg = GPTConfig.tiny()
-    assert (cfg.n_layer, cfg.n_head, cfg.d_model, cfg.block_size, cfg.vocab_size) == (
+    assert (cfg.n_layers, cfg.n_heads, cfg.d_model, cfg.max_len, cfg.vocab_size) == (
         4,
         4,
         128,
@@ -196,7 +196,7 @@ def test_tied_head_presets_and_parameter_count():
     )
     assert 0.7e6 < model.num_parameters() < 0.9e6
     g = GPTConfig.gpt2()
-    assert (g.n_layer, g.n_head, g.d_model, g.block_size, g.vocab_size, g.d_ff) == (
+    assert (g.n_layers, g.n_heads, g.d_model, g.max_len, g.vocab_size, g.d_ff) == (
         12,
         12,
         768,
@@ -204,12 +204,12 @@ def test_tied_head_presets_and_parameter_count():
         50257,
         3072,
     )
-    assert GPTConfig.tiny(n_layer=2).n_layer == 2
+    assert GPTConfig.tiny(n_layers=2).n_layers == 2
 
 
 def test_loss_ignores_minus_100_and_matches_cross_entropy():
     torch.manual_seed(0)
-    model = GPT(GPTConfig.tiny(n_layer=1))
+    model = GPT(GPTConfig.tiny(n_layers=1))
     idx = torch.randint(0, 65, (2, 8))
     targets = torch.randint(0, 65, (2, 8))
     targets[0, :3] = -100

@@ -15,7 +15,7 @@ def _config(norm_first=False, **kw):
         src_vocab_size=23,
         tgt_vocab_size=29,
         d_model=32,
-        n_head=4,
+        n_heads=4,
         n_encoder_layers=2,
         n_decoder_layers=2,
         d_ff=64,
@@ -47,7 +47,7 @@ def _reference_and_ours(norm_first):
     torch.manual_seed(0)
     ref = nn.Transformer(
         cfg.d_model,
-        cfg.n_head,
+        cfg.n_heads,
         cfg.n_encoder_layers,
         cfg.n_decoder_layers,
         cfg.d_ff,
@@ -65,21 +65,21 @@ def _reference_and_ours(norm_first):
         for mine, theirs in zip(ours.encoder_layers, ref.encoder.layers):
             _copy_attention(mine.self_attn, theirs.self_attn)
             for a, b in (
-                (mine.ffn.fc1, theirs.linear1),
-                (mine.ffn.fc2, theirs.linear2),
-                (mine.norm1, theirs.norm1),
-                (mine.norm2, theirs.norm2),
+                (mine.mlp.fc1, theirs.linear1),
+                (mine.mlp.fc2, theirs.linear2),
+                (mine.self_attn_norm, theirs.norm1),
+                (mine.mlp_norm, theirs.norm2),
             ):
                 _copy_linear_or_norm(a, b)
         for mine, theirs in zip(ours.decoder_layers, ref.decoder.layers):
             _copy_attention(mine.self_attn, theirs.self_attn)
             _copy_attention(mine.cross_attn, theirs.multihead_attn)
             for a, b in (
-                (mine.ffn.fc1, theirs.linear1),
-                (mine.ffn.fc2, theirs.linear2),
-                (mine.norm1, theirs.norm1),
-                (mine.norm2, theirs.norm2),
-                (mine.norm3, theirs.norm3),
+                (mine.mlp.fc1, theirs.linear1),
+                (mine.mlp.fc2, theirs.linear2),
+                (mine.self_attn_norm, theirs.norm1),
+                (mine.cross_attn_norm, theirs.norm2),
+                (mine.mlp_norm, theirs.norm3),
             ):
                 _copy_linear_or_norm(a, b)
         _copy_linear_or_norm(ours.encoder_norm, ref.encoder.norm)
@@ -151,11 +151,11 @@ def test_source_padding_is_masked_and_decoder_is_causal():
     torch.testing.assert_close(changed[:, :4], base[:, :4], atol=1e-5, rtol=0)
 
 
-def _manual_greedy(model, src, max_len):
+def _manual_greedy(model, src, max_new_tokens):
     """Greedy decoding written with the teacher-forced forward pass only."""
     out = torch.full((src.shape[0], 1), BOS)
     done = torch.zeros(src.shape[0], dtype=torch.bool)
-    for _ in range(max_len):
+    for _ in range(max_new_tokens):
         nxt = model(src, out).logits[:, -1].argmax(-1)
         nxt = torch.where(done, torch.full_like(nxt, PAD), nxt)
         out = torch.cat([out, nxt[:, None]], dim=1)
@@ -225,7 +225,7 @@ def test_attention_outputs_and_presets():
     assert att["decoder_self"][0].shape == (3, 4, 8, 8) and att["cross"][1].shape == (3, 4, 8, 10)
     assert (att["cross"][0][2, :, :, 2:] == 0).all()  # source 2 has two real tokens
     base = Seq2SeqConfig.base()
-    assert (base.d_model, base.n_head, base.n_encoder_layers, base.d_ff, base.norm_first) == (
+    assert (base.d_model, base.n_heads, base.n_encoder_layers, base.d_ff, base.norm_first) == (
         512,
         8,
         6,

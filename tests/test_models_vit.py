@@ -139,4 +139,4 @@ def test_tiny_preset_trains_a_step_and_maps_sum_to_one():
         maps = model.eval()(x, output_attentions=True).attentions
     torch.testing.assert_close(maps[0].sum(-1), torch.ones(4, 4, 17))
     base = ViTConfig.base()
-    assert (base.n_patches, base.d_model, base.n_layer) == (196, 768, 12)
+    assert (base.n_patches, base.d_model, base.n_layers) == (196, 768, 12)

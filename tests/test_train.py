@@ -4,6 +4,7 @@ Models here are tiny stand-ins (a bigram table, an MLP), so these tests do not d
 transformer_lab.models.
 """
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -20,6 +21,7 @@ from transformer_lab.train import (  # noqa: E402
     GRADING_MAX_EVAL_ITERS,
     GRADING_MAX_STEPS,
     History,
+    TrainConfig,
     accuracy,
     estimate_loss,
     load_checkpoint,
@@ -402,6 +404,21 @@ def test_train_errors():
         train(model, batches, steps=2, eval_fn=lambda m: "good", progress=False)
     with pytest.raises(ValueError, match="trainable parameters, but received none"):
         make_optimizer(nn.ReLU())
+
+
+def test_a_train_config_and_keywords_give_the_same_run():
+    batches = fixed_batches(6)
+    config = TrainConfig(steps=6, lr=3e-3, warmup_steps=2, log_every=1, progress=False)
+    a = train(make_mlp(), batches, config=config)
+    b = train(make_mlp(), batches, steps=6, lr=3e-3, warmup_steps=2, log_every=1, progress=False)
+    c = train(make_mlp(), batches, config=dataclasses.replace(config, lr=1.0), lr=3e-3)
+    assert a.train_loss == b.train_loss == c.train_loss and a.lr == b.lr
+    with pytest.raises(TypeError, match=r"unknown setting 'learning_rate'.*\(steps, lr,"):
+        train(make_mlp(), batches, learning_rate=0.1)
+    with pytest.raises(TypeError, match="config must be a TrainConfig, but received dict"):
+        train(make_mlp(), batches, config={"steps": 2})
+    with pytest.raises(ValueError, match="schedule must be one of"):
+        TrainConfig(schedule="step")
 
 
 def test_diverging_loss_is_reported():

@@ -6,7 +6,7 @@ The file tree reads like the course:
     heads       multi-head self- and cross-attention, split/merge heads, key/value cache
     positional  sinusoidal, learned, rotary and 2-D positional encodings
     masks       causal and padding masks (True = may attend)
-    blocks      layer norm, feed-forward, encoder and decoder blocks (pre- and post-norm)
+    blocks      layer norm, feed-forward, the one Block (pre- or post-norm, optional cross-attention)
     models      GPT, BERT, ViT and an encoder-decoder
     data, train, widgets, checks   course support
 
@@ -16,11 +16,12 @@ C model width, V vocabulary, N patches.
 
 from transformer_lab._mode import grading_mode
 from transformer_lab.attention import SelfAttention, scaled_dot_product_attention, softmax
-from transformer_lab.blocks import DecoderBlock, EncoderBlock, FeedForward, LayerNorm, layer_norm
+from transformer_lab.blocks import Block, BlockWeights, FeedForward, LayerNorm, layer_norm
 from transformer_lab.heads import KVCache, MultiHeadAttention, merge_heads, split_heads
 from transformer_lab.masks import (
     causal_mask,
     combine_masks,
+    padding_mask_from_attention_mask,
     padding_mask_from_ids,
     padding_mask_from_lengths,
 )
@@ -48,6 +49,7 @@ __all__ = [
     "causal_mask",
     "padding_mask_from_lengths",
     "padding_mask_from_ids",
+    "padding_mask_from_attention_mask",
     "combine_masks",
     "sinusoidal_encoding",
     "sinusoidal_shift_matrix",
@@ -59,6 +61,6 @@ __all__ = [
     "layer_norm",
     "LayerNorm",
     "FeedForward",
-    "EncoderBlock",
-    "DecoderBlock",
+    "Block",
+    "BlockWeights",
 ]

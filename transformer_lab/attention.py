@@ -18,7 +18,7 @@ from torch import Tensor, nn
 
 from transformer_lab._validate import check_mask, check_tensor
 
-__all__ = ["softmax", "scaled_dot_product_attention", "SelfAttention"]
+__all__ = ["softmax", "scaled_dot_product_attention", "attend", "SelfAttention"]
 
 
 def softmax(x: Tensor, dim: int = -1) -> Tensor:
@@ -75,9 +75,25 @@ def scaled_dot_product_attention(
             f"keys and values must have the same number of positions S, "
             f"but k has S={k.shape[-2]} and v has S={v.shape[-2]}."
         )
+    if mask is not None:
+        try:
+            batch = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2])
+        except RuntimeError:
+            raise ValueError(
+                f"q and k must have broadcastable leading dimensions, but received shapes "
+                f"{tuple(q.shape)} and {tuple(k.shape)}."
+            ) from None
+        check_mask(mask, (*batch, q.shape[-2], k.shape[-2]))  # the scores' shape (..., T, S)
+    return attend(q, k, v, mask, dropout_p)
+
+
+def attend(
+    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, dropout_p: float = 0.0
+) -> tuple[Tensor, Tensor]:
+    """:func:`scaled_dot_product_attention` without the input checks, for callers that have
+    already validated their tensors and mask (so a mask is checked once per call)."""
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (..., T, S)
     if mask is not None:
-        check_mask(mask, scores.shape)
         scores = scores.masked_fill(~mask, float("-inf"))
     weights = softmax(scores, dim=-1)  # (..., T, S), each row sums to 1 (or is all 0)
     if dropout_p > 0.0:

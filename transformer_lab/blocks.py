@@ -14,6 +14,8 @@ Where the norm goes is the one design choice that differs between famous models:
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -21,7 +23,7 @@ from torch import Tensor, nn
 from transformer_lab._validate import check_tensor
 from transformer_lab.heads import KVCache, MultiHeadAttention
 
-__all__ = ["ACTIVATIONS", "layer_norm", "LayerNorm", "FeedForward", "EncoderBlock", "DecoderBlock"]
+__all__ = ["ACTIVATIONS", "layer_norm", "LayerNorm", "FeedForward", "Block", "BlockWeights"]
 
 # The activation names every block and model config accepts.
 ACTIVATIONS = {
@@ -113,18 +115,31 @@ class FeedForward(nn.Module):
         return self.fc2(self.dropout(ACTIVATIONS[self.activation](self.fc1(x))))
 
 
-class EncoderBlock(nn.Module):
-    """Self-attention then MLP, each with a residual connection; pre-norm or post-norm.
+class BlockWeights(NamedTuple):
+    """Attention weights of one :class:`Block`, returned when ``need_weights=True``."""
+
+    self_attn: Tensor  # (B, H, T, S) self-attention weights (S = T, plus any cached positions)
+    cross_attn: Tensor | None  # (B, H, T, S_mem) cross-attention weights; None without it
+
+
+class Block(nn.Module):
+    """One transformer block: self-attention, optional cross-attention, then the MLP.
+
+    Each sublayer sits in a residual connection with its own layer norm, placed before the
+    sublayer (pre-norm) or after the residual sum (post-norm). Every model of the package
+    stacks this one class: GPT (pre-norm, causal), BERT (post-norm), ViT (pre-norm), and the
+    encoder (no cross-attention) and decoder (with it) of the seq2seq model.
 
     Args:
         d_model: width C.
         n_heads: number of heads H.
-        d_ff: MLP hidden width.
+        d_ff: MLP hidden width; ``None`` means 4 * d_model.
         dropout: dropout on attention weights and on each sublayer's output.
         activation: MLP activation (see :class:`FeedForward`).
         norm_first: ``True`` for pre-norm, ``False`` for post-norm.
-        eps: layer-norm epsilon.
+        cross_attention: add cross-attention to an encoder's output (a decoder block).
         bias: biases in the linear layers and norms.
+        eps: layer-norm epsilon.
         fused: use PyTorch's fused attention and layer-norm kernels (same numbers, faster);
             the explicit path still runs whenever attention weights are requested.
     """
@@ -133,137 +148,82 @@ class EncoderBlock(nn.Module):
         self,
         d_model: int,
         n_heads: int,
-        d_ff: int,
+        d_ff: int | None = None,
         dropout: float = 0.0,
-        activation: str = "relu",
+        activation: str = "gelu",
         norm_first: bool = True,
-        eps: float = 1e-5,
+        cross_attention: bool = False,
         bias: bool = True,
+        eps: float = 1e-5,
+        *,
         fused: bool = False,
     ) -> None:
         super().__init__()
+        d_ff = 4 * d_model if d_ff is None else d_ff
         self.norm_first = norm_first
-        self.self_attn = MultiHeadAttention(
-            d_model, n_heads, bias=bias, dropout=dropout, fused=fused
-        )
-        self.ffn = FeedForward(d_model, d_ff, activation, dropout, bias)
-        self.norm1 = LayerNorm(d_model, eps, bias, fused)
-        self.norm2 = LayerNorm(d_model, eps, bias, fused)
-        self.dropout1 = nn.Dropout(dropout)
-        self.dropout2 = nn.Dropout(dropout)
 
-    def forward(
-        self, x: Tensor, mask: Tensor | None = None, need_weights: bool = False
-    ) -> Tensor | tuple[Tensor, Tensor]:
-        """x: (B, T, C) -> (B, T, C); with ``need_weights`` also the (B, H, T, T) weights."""
-        if self.norm_first:
-            a, w = self.self_attn(self.norm1(x), mask=mask, need_weights=need_weights)
-            x = x + self.dropout1(a)
-            x = x + self.dropout2(self.ffn(self.norm2(x)))
-        else:
-            a, w = self.self_attn(x, mask=mask, need_weights=need_weights)
-            x = self.norm1(x + self.dropout1(a))
-            x = self.norm2(x + self.dropout2(self.ffn(x)))
-        return (x, w) if need_weights else x
+        def attention() -> MultiHeadAttention:
+            return MultiHeadAttention(d_model, n_heads, bias=bias, dropout=dropout, fused=fused)
 
-
-class DecoderBlock(nn.Module):
-    """Masked self-attention, then (optionally) cross-attention to an encoder's output, then MLP.
-
-    With ``cross_attention=False`` this is the GPT block: causal self-attention and an MLP.
-    Arguments are those of :class:`EncoderBlock`, plus ``cross_attention``.
-    """
-
-    def __init__(
-        self,
-        d_model: int,
-        n_heads: int,
-        d_ff: int,
-        dropout: float = 0.0,
-        activation: str = "relu",
-        norm_first: bool = True,
-        eps: float = 1e-5,
-        bias: bool = True,
-        fused: bool = False,
-        cross_attention: bool = True,
-    ) -> None:
-        super().__init__()
-        self.norm_first = norm_first
-        self.self_attn = MultiHeadAttention(
-            d_model, n_heads, bias=bias, dropout=dropout, fused=fused
-        )
-        self.norm1 = LayerNorm(d_model, eps, bias, fused)
-        self.dropout1 = nn.Dropout(dropout)
-        if cross_attention:
-            self.cross_attn = MultiHeadAttention(
-                d_model, n_heads, bias=bias, dropout=dropout, fused=fused
-            )
-            self.norm2 = LayerNorm(d_model, eps, bias, fused)
-            self.dropout2 = nn.Dropout(dropout)
-        else:
-            self.cross_attn = None
-        self.ffn = FeedForward(d_model, d_ff, activation, dropout, bias)
-        self.norm3 = LayerNorm(d_model, eps, bias, fused)
-        self.dropout3 = nn.Dropout(dropout)
+        self.self_attn_norm = LayerNorm(d_model, eps, bias, fused)
+        self.self_attn = attention()
+        self.cross_attn_norm = LayerNorm(d_model, eps, bias, fused) if cross_attention else None
+        self.cross_attn = attention() if cross_attention else None
+        self.mlp_norm = LayerNorm(d_model, eps, bias, fused)
+        self.mlp = FeedForward(d_model, d_ff, activation, dropout, bias)
+        self.dropout = nn.Dropout(dropout)  # on each sublayer's output
 
     def forward(
         self,
         x: Tensor,
-        memory: Tensor | None = None,
-        self_mask: Tensor | None = None,
-        memory_mask: Tensor | None = None,
-        need_weights: bool = False,
-        cache: KVCache | None = None,
+        mask: Tensor | None = None,
         is_causal: bool = False,
-    ) -> Tensor | tuple[Tensor, dict[str, Tensor | None]]:
+        memory: Tensor | None = None,
+        memory_mask: Tensor | None = None,
+        cache: KVCache | None = None,
+        need_weights: bool = False,
+    ) -> tuple[Tensor, BlockWeights | None]:
         """Run the block.
 
         Args:
-            x: (B, T, C) decoder tokens.
-            memory: (B, S, C) encoder output; required iff the block has cross-attention.
-            self_mask: mask for self-attention, usually causal, broadcastable to (B, H, T, T).
-            memory_mask: mask over the encoder positions, broadcastable to (B, H, T, S).
-            need_weights: also return ``{"self": (B, H, T, T), "cross": (B, H, T, S) or None}``.
+            x: (B, T, C) tokens.
+            mask: self-attention mask, broadcastable to (B, H, T, S); ``True`` = may attend.
+            is_causal: also apply the causal mask in self-attention (see
+                :class:`~transformer_lab.heads.MultiHeadAttention`).
+            memory: (B, S_mem, C) encoder output; required iff the block has cross-attention.
+            memory_mask: cross-attention mask, broadcastable to (B, H, T, S_mem).
             cache: key/value cache for the self-attention (incremental decoding).
-            is_causal: promise that ``self_mask`` is the plain causal mask, letting the fused
-                kernel skip reading it (see :class:`MultiHeadAttention`).
+            need_weights: also return the attention weights.
         Returns:
-            (B, T, C), or ``(x, weights)`` with ``need_weights``.
+            ``(x, weights)``: x (B, T, C); weights a :class:`BlockWeights`, or ``None`` unless
+            ``need_weights``.
         """
         if (self.cross_attn is None) != (memory is None):
             expected = (
                 "no memory (it has no cross-attention)"
                 if self.cross_attn is None
-                else "an encoder memory"
+                else "an encoder memory (it has cross-attention)"
             )
-            raise ValueError(
-                f"this DecoderBlock expects {expected}, but received memory={None if memory is None else tuple(memory.shape)}."
-            )
-        weights: dict[str, Tensor | None] = {"self": None, "cross": None}
+            got = None if memory is None else tuple(memory.shape)
+            raise ValueError(f"this Block expects {expected}, but received memory={got}.")
+        self_w = cross_w = None
 
         def self_block(h: Tensor) -> Tensor:
-            a, weights["self"] = self.self_attn(
-                h, mask=self_mask, need_weights=need_weights, cache=cache, is_causal=is_causal
+            nonlocal self_w
+            a, self_w = self.self_attn(
+                h, mask=mask, is_causal=is_causal, cache=cache, need_weights=need_weights
             )
-            return self.dropout1(a)
+            return self.dropout(a)
 
         def cross_block(h: Tensor) -> Tensor:
-            a, weights["cross"] = self.cross_attn(
-                h, memory, mask=memory_mask, need_weights=need_weights
-            )
-            return self.dropout2(a)
+            nonlocal cross_w
+            a, cross_w = self.cross_attn(h, memory, mask=memory_mask, need_weights=need_weights)
+            return self.dropout(a)
 
-        def ff_block(h: Tensor) -> Tensor:
-            return self.dropout3(self.ffn(h))
-
-        if self.norm_first:
-            x = x + self_block(self.norm1(x))
-            if self.cross_attn is not None:
-                x = x + cross_block(self.norm2(x))
-            x = x + ff_block(self.norm3(x))
-        else:
-            x = self.norm1(x + self_block(x))
-            if self.cross_attn is not None:
-                x = self.norm2(x + cross_block(x))
-            x = self.norm3(x + ff_block(x))
-        return (x, weights) if need_weights else x
+        sublayers = [(self.self_attn_norm, self_block)]
+        if self.cross_attn is not None:
+            sublayers.append((self.cross_attn_norm, cross_block))
+        sublayers.append((self.mlp_norm, lambda h: self.dropout(self.mlp(h))))
+        for norm, sublayer in sublayers:
+            x = x + sublayer(norm(x)) if self.norm_first else norm(x + sublayer(x))
+        return x, (BlockWeights(self_w, cross_w) if need_weights else None)

@@ -18,7 +18,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from transformer_lab._validate import check_divisible, check_mask, check_tensor
-from transformer_lab.attention import scaled_dot_product_attention
+from transformer_lab.attention import attend
+from transformer_lab.masks import causal_mask, combine_masks
 
 __all__ = ["split_heads", "merge_heads", "KVCache", "MultiHeadAttention"]
 
@@ -103,9 +104,9 @@ class MultiHeadAttention(nn.Module):
         query: Tensor,
         key_value: Tensor | None = None,
         mask: Tensor | None = None,
-        need_weights: bool = False,
-        cache: KVCache | None = None,
         is_causal: bool = False,
+        cache: KVCache | None = None,
+        need_weights: bool = False,
     ) -> tuple[Tensor, Tensor | None]:
         """Attend from ``query`` to ``key_value`` (or to itself).
 
@@ -113,16 +114,16 @@ class MultiHeadAttention(nn.Module):
             query: (B, T, C).
             key_value: (B, S, kv_dim) for cross-attention; ``None`` for self-attention.
             mask: boolean, broadcastable to (B, H, T, S); ``True`` = may attend.
-            need_weights: also return the attention weights.
+            is_causal: also apply the causal mask: query t sees keys up to its own position
+                (the last T of the S positions when a cache holds earlier ones). Combined with
+                ``mask`` if both are given; the fused kernel builds it internally when it can.
             cache: a :class:`KVCache` for incremental self-attention; the new keys and values
                 are appended and the queries attend to everything cached.
-            is_causal: promise that ``mask`` is the plain causal mask over T = S positions; the
-                fused kernel then builds it internally, which is faster. Ignored otherwise.
+            need_weights: also return the attention weights.
         Returns:
             ``(out, weights)``: out (B, T, C); weights (B, H, T, S) or ``None``.
         """
         check_tensor("query", query, dims=3, last_dim=self.d_model, last_dim_name="d_model")
-        source = query if key_value is None else key_value
         if key_value is not None:
             check_tensor(
                 "key_value", key_value, dims=3, last_dim=self.kv_dim, last_dim_name="kv_dim"
@@ -132,37 +133,38 @@ class MultiHeadAttention(nn.Module):
                     f"query and key_value must have the same batch size, but received "
                     f"{query.shape[0]} and {key_value.shape[0]}."
                 )
-        if self.fused and key_value is None:
-            q, k, v = (
-                split_heads(t, self.n_heads) for t in self._project_qkv(query)
-            )  # (B, H, T, D) each
-        else:
-            q = split_heads(self.q_proj(query), self.n_heads)  # (B, H, T, D)
-            k = split_heads(self.k_proj(source), self.n_heads)  # (B, H, S, D)
-            v = split_heads(self.v_proj(source), self.n_heads)  # (B, H, S, D)
+        q, k, v = self._project(query, key_value)  # (B, H, T, D), (B, H, S, D), (B, H, S, D)
         if cache is not None:
             k, v = cache.append(k, v)  # (B, H, S_cached + S, D)
-        scores_shape = (q.shape[0], self.n_heads, q.shape[2], k.shape[2])  # (B, H, T, S)
+        T, S = q.shape[2], k.shape[2]
         if mask is not None:
-            check_mask(mask, scores_shape)
+            check_mask(mask, (q.shape[0], self.n_heads, T, S))  # the one check of this call
         p = self.dropout if self.training else 0.0
-        if self.fused and not need_weights and is_causal and q.shape[2] == k.shape[2]:
-            out = F.scaled_dot_product_attention(
-                q, k, v, dropout_p=p, is_causal=True
-            )  # (B, H, T, D)
-            weights = None
-        elif self.fused and not need_weights:
-            out = F.scaled_dot_product_attention(
-                q, k, v, attn_mask=mask, dropout_p=p
-            )  # (B, H, T, D)
+        if self.fused and not need_weights and is_causal and mask is None and T == S:
+            out = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True)
+            return self.out_proj(merge_heads(out)), None  # (B, T, C)
+        if is_causal and T > 1:  # a single query is the newest token: it may see every key
+            mask = combine_masks(causal_mask(T, S, device=q.device), mask)  # (..., T, S)
+        if self.fused and not need_weights:
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
             if mask is not None:
                 # Fully masked rows: some kernels give NaN there; ours gives zeros, so force them.
-                out = out.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)
+                out = out.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)  # (B, H, T, D)
             weights = None
         else:
-            out, weights = scaled_dot_product_attention(q, k, v, mask, dropout_p=p)  # (B, H, T, D)
+            out, weights = attend(q, k, v, mask, dropout_p=p)  # (B, H, T, D), (B, H, T, S)
         out = self.out_proj(merge_heads(out))  # (B, T, C)
         return out, (weights if need_weights else None)
+
+    def _project(self, query: Tensor, key_value: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
+        """Queries from ``query``, keys and values from ``key_value`` (or ``query``), split into heads."""
+        if self.fused and key_value is None:
+            return tuple(split_heads(t, self.n_heads) for t in self._project_qkv(query))
+        source = query if key_value is None else key_value
+        q = split_heads(self.q_proj(query), self.n_heads)  # (B, H, T, D)
+        k = split_heads(self.k_proj(source), self.n_heads)  # (B, H, S, D)
+        v = split_heads(self.v_proj(source), self.n_heads)  # (B, H, S, D)
+        return q, k, v
 
     def _project_qkv(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """Self-attention's three projections as one (C -> 3C) matrix product: the same numbers

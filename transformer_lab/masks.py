@@ -20,6 +20,7 @@ __all__ = [
     "causal_mask",
     "padding_mask_from_lengths",
     "padding_mask_from_ids",
+    "padding_mask_from_attention_mask",
     "combine_masks",
 ]
 
@@ -69,6 +70,26 @@ def padding_mask_from_ids(ids: Tensor, pad_id: int) -> Tensor:
     """
     check_tensor("ids", ids, dims=2)
     return (ids != pad_id)[:, None, None, :]  # (B, 1, 1, S)
+
+
+def padding_mask_from_attention_mask(attention_mask: Tensor) -> Tensor:
+    """Turn a Hugging Face-style attention mask into ours.
+
+    Args:
+        attention_mask: (B, S), 1 (or ``True``) at real tokens and 0 at padding, as tokenizers
+            return it.
+    Returns:
+        (B, 1, 1, S) bool, ``True`` at real tokens; broadcasts over heads and queries.
+    """
+    check_tensor("attention_mask", attention_mask, dims=2)
+    if attention_mask.dtype != torch.bool and bool(
+        ((attention_mask != 0) & (attention_mask != 1)).any()
+    ):
+        bad = attention_mask[(attention_mask != 0) & (attention_mask != 1)][0].item()
+        raise ValueError(
+            f"attention_mask must hold 1 at real tokens and 0 at padding, but received the value {bad}."
+        )
+    return attention_mask.bool()[:, None, None, :]  # (B, 1, 1, S)
 
 
 def combine_masks(*masks: Tensor | None) -> Tensor | None:

@@ -21,9 +21,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from transformer_lab import _validate
 from transformer_lab._validate import check_tensor
-from transformer_lab.blocks import ACTIVATIONS, EncoderBlock, LayerNorm
-from transformer_lab.models import _checks
+from transformer_lab.blocks import ACTIVATIONS, Block, LayerNorm
+from transformer_lab.masks import padding_mask_from_attention_mask
 from transformer_lab.models._weights import load_weights
 from transformer_lab.models.outputs import BertOutput, MaskedLMOutput, SequenceClassifierOutput
 from transformer_lab.positional import LearnedPositionalEmbedding
@@ -47,8 +48,8 @@ class BertConfig:
         True  # False drops the position table: the encoder can no longer see word order
     )
     type_vocab_size: int = 2  # segments: sentence A and sentence B
-    n_layer: int = 12  # encoder blocks
-    n_head: int = 12  # attention heads H
+    n_layers: int = 12  # encoder blocks
+    n_heads: int = 12  # attention heads H
     d_model: int = 768  # width C
     d_ff: int | None = None  # MLP hidden width; None means 4 * d_model
     dropout: float = 0.1  # on embeddings, attention weights, sublayer outputs (training only)
@@ -61,21 +62,21 @@ class BertConfig:
     def __post_init__(self) -> None:
         if self.d_ff is None:
             object.__setattr__(self, "d_ff", 4 * self.d_model)
-        _checks.check_positive(
+        _validate.check_positive(
             self,
             "vocab_size",
             "max_len",
             "type_vocab_size",
-            "n_layer",
-            "n_head",
+            "n_layers",
+            "n_heads",
             "d_model",
             "d_ff",
             "n_labels",
         )
-        _checks.check_heads(self)
-        _checks.check_probability(self, "dropout")
-        _checks.check_eps(self)
-        _checks.check_choice(self, "activation", _checks.ACTIVATIONS)
+        _validate.check_heads(self)
+        _validate.check_probability(self, "dropout")
+        _validate.check_eps(self)
+        _validate.check_choice(self, "activation", ACTIVATIONS)
         if not 0 <= self.pad_token_id < self.vocab_size:
             raise ValueError(
                 f"BertConfig.pad_token_id must lie in 0..vocab_size-1={self.vocab_size - 1}, "
@@ -90,13 +91,13 @@ class BertConfig:
     @classmethod
     def minilm(cls, **overrides: Any) -> BertConfig:
         """all-MiniLM-L6-v2's shape: 6 layers, 12 heads, width 384, MLP 1536."""
-        return dataclasses.replace(cls(n_layer=6, n_head=12, d_model=384, d_ff=1536), **overrides)
+        return dataclasses.replace(cls(n_layers=6, n_heads=12, d_model=384, d_ff=1536), **overrides)
 
     @classmethod
     def tiny(cls, **overrides: Any) -> BertConfig:
         """2 layers, 4 heads, width 128, 128 positions: trains on a CPU in minutes (pass vocab_size)."""
         return dataclasses.replace(
-            cls(max_len=128, n_layer=2, n_head=4, d_model=128, dropout=0.1), **overrides
+            cls(max_len=128, n_layers=2, n_heads=4, d_model=128, dropout=0.1), **overrides
         )
 
 
@@ -120,9 +121,9 @@ class BERT(nn.Module):
         self.emb_norm = LayerNorm(c.d_model, c.eps, fused=c.fused)
         self.drop = nn.Dropout(c.dropout)
         self.blocks = nn.ModuleList(
-            EncoderBlock(
+            Block(
                 c.d_model,
-                c.n_head,
+                c.n_heads,
                 c.d_ff,
                 c.dropout,
                 c.activation,
@@ -130,7 +131,7 @@ class BERT(nn.Module):
                 eps=c.eps,
                 fused=c.fused,
             )
-            for _ in range(c.n_layer)
+            for _ in range(c.n_layers)
         )
         self.pooler = nn.Linear(c.d_model, c.d_model)  # reads the [CLS] token, then tanh
         self.apply(_init_weights)
@@ -154,17 +155,17 @@ class BERT(nn.Module):
             :class:`BertOutput`: last_hidden_state (B, T, C), pooler_output (B, C), attentions.
         """
         c = self.config
-        _checks.check_token_ids("input_ids", input_ids, c.vocab_size, c.max_len)
+        _validate.check_token_ids("input_ids", input_ids, c.vocab_size, c.max_len)
         B, T = input_ids.shape
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(input_ids)
         else:
             _check_same_shape("token_type_ids", token_type_ids, input_ids)
-            _checks.check_token_ids("token_type_ids", token_type_ids, c.type_vocab_size)
+            _validate.check_token_ids("token_type_ids", token_type_ids, c.type_vocab_size)
         mask = None
         if attention_mask is not None:
             _check_same_shape("attention_mask", attention_mask, input_ids)
-            mask = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, S): True = real key
+            mask = padding_mask_from_attention_mask(attention_mask)  # (B, 1, 1, S)
         x = self.tok_emb(input_ids)  # (B, T, C)
         if self.pos_emb is not None:  # without it, permuting the tokens permutes the outputs alike
             x = x + self.pos_emb(T)
@@ -172,11 +173,9 @@ class BERT(nn.Module):
         x = self.drop(self.emb_norm(x))
         attentions = []
         for block in self.blocks:
+            x, w = block(x, mask=mask, need_weights=output_attentions)
             if output_attentions:
-                x, w = block(x, mask=mask, need_weights=True)
-                attentions.append(w)
-            else:
-                x = block(x, mask=mask)
+                attentions.append(w.self_attn)  # (B, H, T, T)
         pooled = torch.tanh(self.pooler(x[:, 0]))  # (B, C), from the [CLS] position
         return BertOutput(x, pooled, tuple(attentions) if output_attentions else None)
 
@@ -410,8 +409,8 @@ def config_from_huggingface(hf: Any, **overrides: Any) -> BertConfig:
         vocab_size=get("vocab_size"),
         max_len=get("max_position_embeddings"),
         type_vocab_size=get("type_vocab_size"),
-        n_layer=get("num_hidden_layers"),
-        n_head=get("num_attention_heads"),
+        n_layers=get("num_hidden_layers"),
+        n_heads=get("num_attention_heads"),
         d_model=get("hidden_size"),
         d_ff=get("intermediate_size"),
         eps=get("layer_norm_eps"),
@@ -456,10 +455,10 @@ def bert_weights(
             "self_attn.k_proj": "attention.self.key",
             "self_attn.v_proj": "attention.self.value",
             "self_attn.out_proj": "attention.output.dense",
-            "norm1": "attention.output.LayerNorm",
-            "ffn.fc1": "intermediate.dense",
-            "ffn.fc2": "output.dense",
-            "norm2": "output.LayerNorm",
+            "self_attn_norm": "attention.output.LayerNorm",
+            "mlp.fc1": "intermediate.dense",
+            "mlp.fc2": "output.dense",
+            "mlp_norm": "output.LayerNorm",
         }
         for ours, theirs in pairs.items():
             w[o + ours + ".weight"] = take(h + theirs + ".weight")

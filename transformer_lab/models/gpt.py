@@ -21,10 +21,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from transformer_lab.blocks import DecoderBlock, LayerNorm
+from transformer_lab import _validate
+from transformer_lab.blocks import ACTIVATIONS, Block, LayerNorm
 from transformer_lab.heads import KVCache
-from transformer_lab.masks import causal_mask
-from transformer_lab.models import _checks
 from transformer_lab.models._weights import linear_from_conv1d, load_weights
 from transformer_lab.models.outputs import CausalLMOutput
 from transformer_lab.positional import LearnedPositionalEmbedding
@@ -37,9 +36,9 @@ class GPTConfig:
     """Shape and options of a :class:`GPT` (defaults: GPT-2 small, 124M parameters)."""
 
     vocab_size: int = 50257  # V: GPT-2's byte-pair vocabulary
-    block_size: int = 1024  # context length: the learned position table has this many rows
-    n_layer: int = 12  # number of decoder blocks
-    n_head: int = 12  # attention heads H per block
+    max_len: int = 1024  # context length: the learned position table has this many rows
+    n_layers: int = 12  # number of blocks
+    n_heads: int = 12  # attention heads H per block
     d_model: int = 768  # width C of the residual stream
     d_ff: int | None = None  # MLP hidden width; None means 4 * d_model
     dropout: float = 0.0  # on embeddings, attention weights and sublayer outputs (training only)
@@ -52,13 +51,13 @@ class GPTConfig:
     def __post_init__(self) -> None:
         if self.d_ff is None:
             object.__setattr__(self, "d_ff", 4 * self.d_model)
-        _checks.check_positive(
-            self, "vocab_size", "block_size", "n_layer", "n_head", "d_model", "d_ff"
+        _validate.check_positive(
+            self, "vocab_size", "max_len", "n_layers", "n_heads", "d_model", "d_ff"
         )
-        _checks.check_heads(self)
-        _checks.check_probability(self, "dropout")
-        _checks.check_eps(self)
-        _checks.check_choice(self, "activation", _checks.ACTIVATIONS)
+        _validate.check_heads(self)
+        _validate.check_probability(self, "dropout")
+        _validate.check_eps(self)
+        _validate.check_choice(self, "activation", ACTIVATIONS)
 
     @classmethod
     def tiny(cls, **overrides: Any) -> GPTConfig:
@@ -69,9 +68,9 @@ class GPTConfig:
         """
         base = cls(
             vocab_size=65,
-            block_size=64,
-            n_layer=4,
-            n_head=4,
+            max_len=64,
+            n_layers=4,
+            n_heads=4,
             d_model=128,
             dropout=0.0,
             activation="gelu",
@@ -140,37 +139,33 @@ class GPT(nn.Module):
             raise TypeError(f"GPT expects a GPTConfig, but received {type(config).__name__}.")
         self.config = c = config
         self.tok_emb = nn.Embedding(c.vocab_size, c.d_model)  # E: (V, C)
-        self.pos_emb = LearnedPositionalEmbedding(c.block_size, c.d_model)  # P: (block_size, C)
+        self.pos_emb = LearnedPositionalEmbedding(c.max_len, c.d_model)  # P: (max_len, C)
         self.drop = nn.Dropout(c.dropout)
         self.blocks = nn.ModuleList(
-            DecoderBlock(
+            Block(
                 c.d_model,
-                c.n_head,
+                c.n_heads,
                 c.d_ff,
                 dropout=c.dropout,
                 activation=c.activation,
                 norm_first=True,
-                eps=c.eps,
                 bias=c.bias,
+                eps=c.eps,
                 fused=c.fused,
-                cross_attention=False,
             )
-            for _ in range(c.n_layer)
+            for _ in range(c.n_layers)
         )
         self.norm_f = LayerNorm(c.d_model, c.eps, c.bias, fused=c.fused)
         self.lm_head = nn.Linear(c.d_model, c.vocab_size, bias=False)
         # Weight tying (Press & Wolf, 2017): reading a token in and writing it out share E.
         if c.tie_weights:
             self.lm_head.weight = self.tok_emb.weight  # one (V, C) matrix reads and writes tokens
-        self.register_buffer(
-            "causal", causal_mask(c.block_size), persistent=False
-        )  # (block_size, block_size)
         self.apply(self._init_weights)
-        # GPT-2: scale the projections that write into the residual stream by 1/sqrt(2 * n_layer),
+        # GPT-2: scale the projections that write into the residual stream by 1/sqrt(2 * n_layers),
         # so the stream's variance does not grow with depth (two writes per block).
         for block in self.blocks:
-            for proj in (block.self_attn.out_proj, block.ffn.fc2):
-                nn.init.normal_(proj.weight, mean=0.0, std=0.02 / math.sqrt(2 * c.n_layer))
+            for proj in (block.self_attn.out_proj, block.mlp.fc2):
+                nn.init.normal_(proj.weight, mean=0.0, std=0.02 / math.sqrt(2 * c.n_layers))
 
     @staticmethod
     def _init_weights(module: nn.Module) -> None:
@@ -192,28 +187,25 @@ class GPT(nn.Module):
         """Next-token logits for every position, and the loss if targets are given.
 
         Args:
-            idx: (B, T) token ids, T <= block_size.
+            idx: (B, T) token ids, T <= max_len.
             targets: (B, T) the token that follows each position; ``-100`` is ignored.
             output_attentions: also return each layer's (B, H, T, T) attention weights.
         Returns:
             :class:`CausalLMOutput` with logits (B, T, V), loss and attentions.
         """
         c = self.config
-        _checks.check_token_ids("idx", idx, c.vocab_size, c.block_size)
+        _validate.check_token_ids("idx", idx, c.vocab_size, c.max_len)
         if targets is not None and tuple(targets.shape) != tuple(idx.shape):
             raise ValueError(
                 f"targets must have the shape of idx {tuple(idx.shape)}, but received shape {tuple(targets.shape)}."
             )
         B, T = idx.shape
         x = self.drop(self.tok_emb(idx) + self.pos_emb(T))  # (B, T, C)
-        mask = self.causal[:T, :T]  # (T, T)
         attentions = []
         for block in self.blocks:
+            x, w = block(x, is_causal=True, need_weights=output_attentions)
             if output_attentions:
-                x, w = block(x, self_mask=mask, need_weights=True)
-                attentions.append(w["self"])
-            else:
-                x = block(x, self_mask=mask, is_causal=True)  # lets the fused kernel skip the mask
+                attentions.append(w.self_attn)  # (B, H, T, T)
         logits = self.lm_head(self.norm_f(x))  # (B, T, V)
         loss = None
         if targets is not None:
@@ -228,10 +220,9 @@ class GPT(nn.Module):
         x = self.tok_emb(idx) + self.pos_emb(
             T, offset=offset
         )  # (B, T, C), positions offset..offset+T-1
-        # One new token may see every cached key; a longer chunk also needs the causal mask.
-        mask = None if T == 1 else causal_mask(T, offset + T, device=idx.device)  # (T, S)
         for block, cache in zip(self.blocks, caches):
-            x = block(x, self_mask=mask, cache=cache)
+            # Causal over the S = offset + T keys: each new query sees every key up to its own.
+            x, _ = block(x, is_causal=True, cache=cache)
         return self.lm_head(self.norm_f(x[:, -1]))  # (B, V)
 
     @torch.no_grad()
@@ -250,8 +241,8 @@ class GPT(nn.Module):
 
         With ``use_cache`` each step feeds only the newest token and reuses the cached keys and
         values, giving the same tokens as recomputing the whole context. Once the context fills
-        the position table (block_size tokens), the window slides: every later step recomputes
-        the last block_size tokens from scratch, exactly like ``use_cache=False``, because the
+        the position table (max_len tokens), the window slides: every later step recomputes
+        the last max_len tokens from scratch, exactly like ``use_cache=False``, because the
         cached keys were computed at positions that have since shifted.
 
         Args:
@@ -267,17 +258,17 @@ class GPT(nn.Module):
             (B, T0 + max_new_tokens) ids, the prompt included.
         """
         c = self.config
-        _checks.check_token_ids("idx", idx, c.vocab_size)
+        _validate.check_token_ids("idx", idx, c.vocab_size)
         _check_sampling(max_new_tokens, temperature, top_k, top_p)
         was_training = self.training
         self.eval()  # dropout off: sampling must not depend on it
         try:
             caches: list[KVCache] | None = None
             for _ in _steps(max_new_tokens, progress, "generating"):
-                window = idx[:, -c.block_size :]  # crop to what the position table covers
+                window = idx[:, -c.max_len :]  # crop to what the position table covers
                 if not use_cache:
                     logits = self(window).logits[:, -1]  # (B, V)
-                elif caches is None or caches[0].length >= c.block_size:
+                elif caches is None or caches[0].length >= c.max_len:
                     caches = [KVCache() for _ in self.blocks]  # (re)fill from the cropped window
                     logits = self._forward_cached(window, caches)
                 else:
@@ -324,9 +315,9 @@ class GPT(nn.Module):
         tied = getattr(hf, "tie_word_embeddings", True)
         config = GPTConfig(
             vocab_size=hf.vocab_size,
-            block_size=hf.n_positions,
-            n_layer=hf.n_layer,
-            n_head=hf.n_head,
+            max_len=hf.n_positions,
+            n_layers=hf.n_layer,
+            n_heads=hf.n_head,
             d_model=hf.n_embd,
             d_ff=hf.n_inner or 4 * hf.n_embd,
             eps=hf.layer_norm_epsilon,
@@ -347,7 +338,7 @@ class GPT(nn.Module):
 
         C = config.d_model
         w = {"tok_emb.weight": take("wte.weight"), "pos_emb.weight": take("wpe.weight")}
-        for i in range(config.n_layer):
+        for i in range(config.n_layers):
             h, o = f"h.{i}.", f"blocks.{i}."
             qkv_w = linear_from_conv1d(take(h + "attn.c_attn.weight"))  # (C, 3C) -> (3C, C)
             qkv_b = take(h + "attn.c_attn.bias")  # (3C,)
@@ -360,11 +351,11 @@ class GPT(nn.Module):
                 )
             w[o + "self_attn.out_proj.weight"] = linear_from_conv1d(take(h + "attn.c_proj.weight"))
             w[o + "self_attn.out_proj.bias"] = take(h + "attn.c_proj.bias")
-            w[o + "ffn.fc1.weight"] = linear_from_conv1d(take(h + "mlp.c_fc.weight"))
-            w[o + "ffn.fc1.bias"] = take(h + "mlp.c_fc.bias")
-            w[o + "ffn.fc2.weight"] = linear_from_conv1d(take(h + "mlp.c_proj.weight"))
-            w[o + "ffn.fc2.bias"] = take(h + "mlp.c_proj.bias")
-            for ours_norm, hf_norm in (("norm1", "ln_1"), ("norm3", "ln_2")):
+            w[o + "mlp.fc1.weight"] = linear_from_conv1d(take(h + "mlp.c_fc.weight"))
+            w[o + "mlp.fc1.bias"] = take(h + "mlp.c_fc.bias")
+            w[o + "mlp.fc2.weight"] = linear_from_conv1d(take(h + "mlp.c_proj.weight"))
+            w[o + "mlp.fc2.bias"] = take(h + "mlp.c_proj.bias")
+            for ours_norm, hf_norm in (("self_attn_norm", "ln_1"), ("mlp_norm", "ln_2")):
                 w[o + f"{ours_norm}.weight"] = take(h + f"{hf_norm}.weight")
                 w[o + f"{ours_norm}.bias"] = take(h + f"{hf_norm}.bias")
         w["norm_f.weight"], w["norm_f.bias"] = take("ln_f.weight"), take("ln_f.bias")

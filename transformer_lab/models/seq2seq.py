@@ -23,10 +23,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from transformer_lab.blocks import DecoderBlock, EncoderBlock, LayerNorm
+from transformer_lab import _validate
+from transformer_lab.blocks import ACTIVATIONS, Block, BlockWeights, LayerNorm
 from transformer_lab.heads import KVCache
 from transformer_lab.masks import causal_mask, combine_masks, padding_mask_from_ids
-from transformer_lab.models import _checks
 from transformer_lab.models.outputs import Seq2SeqOutput
 from transformer_lab.positional import SinusoidalPositionalEncoding
 
@@ -40,7 +40,7 @@ class Seq2SeqConfig:
     src_vocab_size: int = 37000  # source vocabulary (the paper shared ~37k BPE tokens for EN-DE)
     tgt_vocab_size: int = 37000  # target vocabulary
     d_model: int = 512  # width C
-    n_head: int = 8  # attention heads H
+    n_heads: int = 8  # attention heads H
     n_encoder_layers: int = 6
     n_decoder_layers: int = 6
     d_ff: int = 2048  # MLP hidden width
@@ -54,21 +54,21 @@ class Seq2SeqConfig:
     fused: bool = True  # PyTorch's fused attention and layer-norm kernels (explicit path when weights are requested)
 
     def __post_init__(self) -> None:
-        _checks.check_positive(
+        _validate.check_positive(
             self,
             "src_vocab_size",
             "tgt_vocab_size",
             "d_model",
-            "n_head",
+            "n_heads",
             "n_encoder_layers",
             "n_decoder_layers",
             "d_ff",
             "max_len",
         )
-        _checks.check_heads(self)
-        _checks.check_probability(self, "dropout")
-        _checks.check_eps(self)
-        _checks.check_choice(self, "activation", _checks.ACTIVATIONS)
+        _validate.check_heads(self)
+        _validate.check_probability(self, "dropout")
+        _validate.check_eps(self)
+        _validate.check_choice(self, "activation", ACTIVATIONS)
         if self.d_model % 2:
             raise ValueError(
                 f"Seq2SeqConfig.d_model must be even for sinusoidal positions (sin/cos pairs), but received d_model={self.d_model}."
@@ -90,7 +90,7 @@ class Seq2SeqConfig:
             src_vocab_size=32,
             tgt_vocab_size=64,
             d_model=64,
-            n_head=4,
+            n_heads=4,
             n_encoder_layers=2,
             n_decoder_layers=2,
             d_ff=128,
@@ -126,11 +126,12 @@ class Seq2SeqTransformer(nn.Module):
             fused=c.fused,
         )
         self.encoder_layers = nn.ModuleList(
-            EncoderBlock(c.d_model, c.n_head, c.d_ff, **kw) for _ in range(c.n_encoder_layers)
+            Block(c.d_model, c.n_heads, c.d_ff, **kw) for _ in range(c.n_encoder_layers)
         )
         self.encoder_norm = LayerNorm(c.d_model, c.eps, fused=c.fused)
         self.decoder_layers = nn.ModuleList(
-            DecoderBlock(c.d_model, c.n_head, c.d_ff, **kw) for _ in range(c.n_decoder_layers)
+            Block(c.d_model, c.n_heads, c.d_ff, cross_attention=True, **kw)
+            for _ in range(c.n_decoder_layers)
         )
         self.decoder_norm = LayerNorm(c.d_model, c.eps, fused=c.fused)
         self.out_proj = nn.Linear(c.d_model, c.tgt_vocab_size)  # (C -> V_tgt)
@@ -156,7 +157,11 @@ class Seq2SeqTransformer(nn.Module):
         return padding_mask_from_ids(src, self.config.pad_id)
 
     def target_mask(self, tgt: Tensor) -> Tensor:
-        """(B, 1, T, T) bool: causal AND not padding, for the decoder's self-attention."""
+        """(B, 1, T, T) bool: causal AND not padding, the decoder's self-attention mask.
+
+        The decoder itself passes the padding part as ``mask`` and ``is_causal=True``, which
+        gives the same mask and lets the attention build the causal part where it is cheapest.
+        """
         return combine_masks(
             causal_mask(tgt.shape[1], device=tgt.device),
             padding_mask_from_ids(tgt, self.config.pad_id),
@@ -167,30 +172,34 @@ class Seq2SeqTransformer(nn.Module):
     ) -> Tensor | tuple[Tensor, list[Tensor]]:
         """(B, S) source ids -> (B, S, C) memory (and each layer's (B, H, S, S) weights on request)."""
         c = self.config
-        _checks.check_token_ids("src", src, c.src_vocab_size, c.max_len)
+        _validate.check_token_ids("src", src, c.src_vocab_size, c.max_len)
         x, mask, weights = self.embed_source(src), self.source_mask(src), []
         for layer in self.encoder_layers:
+            x, w = layer(x, mask=mask, need_weights=need_weights)
             if need_weights:
-                x, w = layer(x, mask=mask, need_weights=True)
-                weights.append(w)
-            else:
-                x = layer(x, mask=mask)
+                weights.append(w.self_attn)  # (B, H, S, S)
         x = self.encoder_norm(x)
         return (x, weights) if need_weights else x
 
     def decode(
         self, tgt: Tensor, memory: Tensor, src_mask: Tensor | None, need_weights: bool = False
-    ) -> Tensor | tuple[Tensor, list[dict[str, Tensor | None]]]:
+    ) -> Tensor | tuple[Tensor, list[BlockWeights]]:
         """Decoder stack: (B, T) target ids and (B, S, C) memory -> (B, T, C) hidden states."""
         c = self.config
-        _checks.check_token_ids("tgt", tgt, c.tgt_vocab_size, c.max_len)
-        x, mask, weights = self.embed_target(tgt), self.target_mask(tgt), []
+        _validate.check_token_ids("tgt", tgt, c.tgt_vocab_size, c.max_len)
+        x, weights = self.embed_target(tgt), []
+        mask = padding_mask_from_ids(tgt, c.pad_id)  # (B, 1, 1, T); the causal part: is_causal
         for layer in self.decoder_layers:
+            x, w = layer(
+                x,
+                mask=mask,
+                is_causal=True,
+                memory=memory,
+                memory_mask=src_mask,
+                need_weights=need_weights,
+            )
             if need_weights:
-                x, w = layer(x, memory, self_mask=mask, memory_mask=src_mask, need_weights=True)
                 weights.append(w)
-            else:
-                x = layer(x, memory, self_mask=mask, memory_mask=src_mask)
         x = self.decoder_norm(x)
         return (x, weights) if need_weights else x
 
@@ -214,8 +223,8 @@ class Seq2SeqTransformer(nn.Module):
             :class:`Seq2SeqOutput` with logits (B, T, V_tgt), loss, encoder_output (B, S, C).
         """
         c = self.config
-        _checks.check_token_ids("src", src, c.src_vocab_size, c.max_len)
-        _checks.check_token_ids("tgt", tgt, c.tgt_vocab_size, c.max_len)
+        _validate.check_token_ids("src", src, c.src_vocab_size, c.max_len)
+        _validate.check_token_ids("tgt", tgt, c.tgt_vocab_size, c.max_len)
         if src.shape[0] != tgt.shape[0]:
             raise ValueError(
                 f"src and tgt must have the same batch size, but received {src.shape[0]} and {tgt.shape[0]}."
@@ -227,8 +236,8 @@ class Seq2SeqTransformer(nn.Module):
             h, dec_w = self.decode(tgt, memory, src_mask, need_weights=True)
             attentions = {
                 "encoder": tuple(enc_w),
-                "decoder_self": tuple(w["self"] for w in dec_w),
-                "cross": tuple(w["cross"] for w in dec_w),
+                "decoder_self": tuple(w.self_attn for w in dec_w),
+                "cross": tuple(w.cross_attn for w in dec_w),
             }
         else:
             memory = self.encode(src)
@@ -245,29 +254,30 @@ class Seq2SeqTransformer(nn.Module):
 
     @torch.no_grad()
     def greedy_decode(
-        self, src: Tensor, max_len: int, bos_id: int, eos_id: int, use_cache: bool = True
+        self, src: Tensor, max_new_tokens: int, bos_id: int, eos_id: int, use_cache: bool = True
     ) -> Tensor:
         """Translate by always picking the most likely next token.
 
         Starts every row with ``bos_id`` and stops once every row has produced ``eos_id`` or
-        ``max_len`` tokens; positions after a row's ``eos_id`` hold ``pad_id``. With ``use_cache``
+        ``max_new_tokens`` tokens; positions after a row's ``eos_id`` hold ``pad_id``. With ``use_cache``
         the decoder's self-attention keys and values are kept between steps (same tokens as
         recomputing the whole prefix, which ``use_cache=False`` does).
 
         Args:
             src: (B, S) source ids.
-            max_len: most tokens to generate after ``<bos>``.
+            max_new_tokens: most tokens to generate after ``<bos>`` (at most ``config.max_len``).
         Returns:
-            (B, 1 + L) ids with L <= max_len, starting with ``bos_id``.
+            (B, 1 + L) ids with L <= max_new_tokens, starting with ``bos_id``.
         """
         c = self.config
         if (
-            isinstance(max_len, bool)
-            or not isinstance(max_len, int)
-            or not 0 < max_len <= c.max_len
+            isinstance(max_new_tokens, bool)
+            or not isinstance(max_new_tokens, int)
+            or not 0 < max_new_tokens <= c.max_len
         ):
             raise ValueError(
-                f"max_len must lie in 1..{c.max_len} (the rows of the position table), but received {max_len!r}."
+                f"max_new_tokens must lie in 1..{c.max_len} (the rows of the position table), "
+                f"but received {max_new_tokens!r}."
             )
         for name, value in (("bos_id", bos_id), ("eos_id", eos_id)):
             if not 0 <= value < c.tgt_vocab_size:
@@ -283,13 +293,13 @@ class Seq2SeqTransformer(nn.Module):
             )  # (B, 1)
             done = torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)
             caches = [KVCache() for _ in self.decoder_layers]
-            for step in range(max_len):
+            for step in range(max_new_tokens):
                 if use_cache:
                     x = self.embed_target(
                         out[:, -1:], offset=step
                     )  # (B, 1, C): only the newest token
                     for layer, cache in zip(self.decoder_layers, caches):
-                        x = layer(x, memory, self_mask=None, memory_mask=src_mask, cache=cache)
+                        x, _ = layer(x, memory=memory, memory_mask=src_mask, cache=cache)
                     h = self.decoder_norm(x[:, -1])  # (B, C)
                 else:
                     h = self.decode(out, memory, src_mask)[:, -1]  # (B, C)

@@ -21,9 +21,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from transformer_lab import _validate
 from transformer_lab._validate import check_tensor
-from transformer_lab.blocks import EncoderBlock, LayerNorm
-from transformer_lab.models import _checks
+from transformer_lab.blocks import ACTIVATIONS, Block, LayerNorm
 from transformer_lab.models._weights import load_weights
 from transformer_lab.models.outputs import ViTOutput
 from transformer_lab.positional import LearnedPositionalEmbedding, sinusoidal_encoding_2d
@@ -39,8 +39,8 @@ class ViTConfig:
     patch_size: int = 16  # P: each patch is P x P pixels
     n_channels: int = 3  # colour channels (1 for grayscale)
     n_classes: int = 1000  # outputs of the classification head
-    n_layer: int = 12  # encoder blocks
-    n_head: int = 12  # attention heads H
+    n_layers: int = 12  # encoder blocks
+    n_heads: int = 12  # attention heads H
     d_model: int = 768  # width C
     d_ff: int | None = None  # MLP hidden width; None means 4 * d_model
     dropout: float = 0.0  # on embeddings, attention weights and sublayer outputs (training only)
@@ -60,19 +60,19 @@ class ViTConfig:
             raise ValueError(
                 f"ViTConfig.image_size must be a positive int or (height, width), but received image_size={size!r}."
             )
-        _checks.check_positive(
-            self, "patch_size", "n_channels", "n_classes", "n_layer", "n_head", "d_model", "d_ff"
+        _validate.check_positive(
+            self, "patch_size", "n_channels", "n_classes", "n_layers", "n_heads", "d_model", "d_ff"
         )
         if any(s % self.patch_size for s in sizes):
             raise ValueError(
                 f"ViTConfig.image_size must be a multiple of patch_size so the patches tile the image, "
                 f"but received image_size={size!r} and patch_size={self.patch_size}."
             )
-        _checks.check_heads(self)
-        _checks.check_probability(self, "dropout")
-        _checks.check_eps(self)
-        _checks.check_choice(self, "activation", _checks.ACTIVATIONS)
-        _checks.check_choice(self, "position", ("learned", "sinusoidal_2d"))
+        _validate.check_heads(self)
+        _validate.check_probability(self, "dropout")
+        _validate.check_eps(self)
+        _validate.check_choice(self, "activation", ACTIVATIONS)
+        _validate.check_choice(self, "position", ("learned", "sinusoidal_2d"))
         if self.position == "sinusoidal_2d" and self.d_model % 4:
             raise ValueError(
                 f"ViTConfig.d_model must be divisible by 4 for 2-D sinusoidal positions (sin/cos pairs for rows "
@@ -110,8 +110,8 @@ class ViTConfig:
             patch_size=2,
             n_channels=1,
             n_classes=10,
-            n_layer=4,
-            n_head=4,
+            n_layers=4,
+            n_heads=4,
             d_model=64,
             d_ff=128,
             dropout=0.1,
@@ -188,9 +188,9 @@ class ViT(nn.Module):
             self.pos_emb = None
         self.drop = nn.Dropout(c.dropout)
         self.blocks = nn.ModuleList(
-            EncoderBlock(
+            Block(
                 c.d_model,
-                c.n_head,
+                c.n_heads,
                 c.d_ff,
                 c.dropout,
                 c.activation,
@@ -198,7 +198,7 @@ class ViT(nn.Module):
                 eps=c.eps,
                 fused=c.fused,
             )
-            for _ in range(c.n_layer)
+            for _ in range(c.n_layers)
         )
         self.norm_f = LayerNorm(c.d_model, c.eps, fused=c.fused)
         self.head = nn.Linear(c.d_model, c.n_classes)  # reads the [CLS] token
@@ -233,11 +233,9 @@ class ViT(nn.Module):
         x = self.drop(x + pos)
         attentions = []
         for block in self.blocks:
+            x, w = block(x, need_weights=output_attentions)
             if output_attentions:
-                x, w = block(x, need_weights=True)
-                attentions.append(w)
-            else:
-                x = block(x)
+                attentions.append(w.self_attn)  # (B, H, N + 1, N + 1)
         x = self.norm_f(x)  # (B, N + 1, C)
         logits = self.head(x[:, 0])  # (B, n_classes)
         loss = None if labels is None else F.cross_entropy(logits, labels)
@@ -300,8 +298,8 @@ class ViT(nn.Module):
             patch_size=hf.patch_size if isinstance(hf.patch_size, int) else hf.patch_size[0],
             n_channels=hf.num_channels,
             n_classes=hf.num_labels if has_head else 1000,
-            n_layer=hf.num_hidden_layers,
-            n_head=hf.num_attention_heads,
+            n_layers=hf.num_hidden_layers,
+            n_heads=hf.num_attention_heads,
             d_model=hf.hidden_size,
             d_ff=hf.intermediate_size,
             eps=hf.layer_norm_eps,
@@ -328,12 +326,12 @@ class ViT(nn.Module):
             "self_attn.k_proj": "attention.k_proj",
             "self_attn.v_proj": "attention.v_proj",
             "self_attn.out_proj": "attention.o_proj",
-            "norm1": "layernorm_before",
-            "norm2": "layernorm_after",
-            "ffn.fc1": "mlp.fc1",
-            "ffn.fc2": "mlp.fc2",
+            "self_attn_norm": "layernorm_before",
+            "mlp_norm": "layernorm_after",
+            "mlp.fc1": "mlp.fc1",
+            "mlp.fc2": "mlp.fc2",
         }
-        for i in range(config.n_layer):
+        for i in range(config.n_layers):
             for ours, theirs in names.items():
                 for leaf in ("weight", "bias"):
                     w[f"blocks.{i}.{ours}.{leaf}"] = take(f"{p}layers.{i}.{theirs}.{leaf}")

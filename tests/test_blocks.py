@@ -1,14 +1,15 @@
-"""Layer norm and the encoder/decoder blocks against torch.nn, weights copied across."""
+"""Layer norm and the Block (encoder and decoder forms) against torch.nn, weights copied across."""
 
 import pytest
 import torch
 from torch import nn
 
 from transformer_lab import (
-    DecoderBlock,
-    EncoderBlock,
+    Block,
+    BlockWeights,
     LayerNorm,
     causal_mask,
+    combine_masks,
     padding_mask_from_lengths,
 )
 from transformer_lab.heads import MultiHeadAttention
@@ -64,27 +65,28 @@ def test_layer_norm_matches_torch():
 def test_encoder_block_matches_torch(norm_first, activation):
     torch.manual_seed(0)
     C, H, F = 16, 4, 40
-    ours = EncoderBlock(C, H, F, activation=activation, norm_first=norm_first).eval()
+    ours = Block(C, H, F, activation=activation, norm_first=norm_first).eval()
     theirs = nn.TransformerEncoderLayer(
         C, H, F, dropout=0.0, activation=activation, batch_first=True, norm_first=norm_first
     ).eval()
     _randomise(ours, 3)
     with torch.no_grad():
         _copy_mha(ours.self_attn, theirs.self_attn)
-        theirs.linear1.load_state_dict(ours.ffn.fc1.state_dict())
-        theirs.linear2.load_state_dict(ours.ffn.fc2.state_dict())
-        _copy_norm(ours.norm1, theirs.norm1)
-        _copy_norm(ours.norm2, theirs.norm2)
+        theirs.linear1.load_state_dict(ours.mlp.fc1.state_dict())
+        theirs.linear2.load_state_dict(ours.mlp.fc2.state_dict())
+        _copy_norm(ours.self_attn_norm, theirs.norm1)
+        _copy_norm(ours.mlp_norm, theirs.norm2)
     x = torch.randn(3, 7, C, requires_grad=True)
     mask = padding_mask_from_lengths([7, 4, 6])  # (B, 1, 1, S)
-    out_ours = ours(x, mask=mask)
+    out_ours, weights = ours(x, mask=mask)
+    assert weights is None  # only on request
     # torch's fast path is skipped when gradients are needed, so this is its reference math.
     out_theirs = theirs(x, src_key_padding_mask=~mask[:, 0, 0, :])
     torch.testing.assert_close(out_ours, out_theirs, atol=ATOL, rtol=0)
     _assert_grads_match(
         out_ours,
         out_theirs,
-        [ours.ffn.fc1.weight, ours.norm2.weight],
+        [ours.mlp.fc1.weight, ours.mlp_norm.weight],
         [theirs.linear1.weight, theirs.norm2.weight],
         [x],
     )
@@ -94,7 +96,7 @@ def test_encoder_block_matches_torch(norm_first, activation):
 def test_decoder_block_matches_torch(norm_first):
     torch.manual_seed(0)
     C, H, F = 16, 4, 32
-    ours = DecoderBlock(C, H, F, activation="relu", norm_first=norm_first).eval()
+    ours = Block(C, H, F, activation="relu", norm_first=norm_first, cross_attention=True).eval()
     theirs = nn.TransformerDecoderLayer(
         C, H, F, dropout=0.0, batch_first=True, norm_first=norm_first
     ).eval()
@@ -102,22 +104,23 @@ def test_decoder_block_matches_torch(norm_first):
     with torch.no_grad():
         _copy_mha(ours.self_attn, theirs.self_attn)
         _copy_mha(ours.cross_attn, theirs.multihead_attn)
-        theirs.linear1.load_state_dict(ours.ffn.fc1.state_dict())
-        theirs.linear2.load_state_dict(ours.ffn.fc2.state_dict())
-        for i in (1, 2, 3):
-            _copy_norm(getattr(ours, f"norm{i}"), getattr(theirs, f"norm{i}"))
+        theirs.linear1.load_state_dict(ours.mlp.fc1.state_dict())
+        theirs.linear2.load_state_dict(ours.mlp.fc2.state_dict())
+        _copy_norm(ours.self_attn_norm, theirs.norm1)
+        _copy_norm(ours.cross_attn_norm, theirs.norm2)
+        _copy_norm(ours.mlp_norm, theirs.norm3)
     T, S = 6, 9
     x = torch.randn(2, T, C, requires_grad=True)
     memory = torch.randn(2, S, C, requires_grad=True)
     memory_mask = padding_mask_from_lengths([9, 5])  # (B, 1, 1, S)
-    out_ours = ours(x, memory, self_mask=causal_mask(T), memory_mask=memory_mask)
+    out_ours, _ = ours(x, is_causal=True, memory=memory, memory_mask=memory_mask)
     out_theirs = theirs(
         x, memory, tgt_mask=~causal_mask(T), memory_key_padding_mask=~memory_mask[:, 0, 0, :]
     )  # torch's boolean masks mean "NOT allowed"
     torch.testing.assert_close(out_ours, out_theirs, atol=ATOL, rtol=0)
     g = torch.randn_like(out_theirs)
     a = torch.autograd.grad(
-        out_ours, [x, memory, ours.cross_attn.q_proj.weight, ours.norm3.bias], g
+        out_ours, [x, memory, ours.cross_attn.q_proj.weight, ours.mlp_norm.bias], g
     )
     b = torch.autograd.grad(
         out_theirs, [x, memory, theirs.multihead_attn.in_proj_weight, theirs.norm3.bias], g
@@ -128,24 +131,55 @@ def test_decoder_block_matches_torch(norm_first):
     torch.testing.assert_close(a[3], b[3], atol=ATOL, rtol=0)
 
 
-def test_encoder_block_returns_attention_weights_on_request():
-    block = EncoderBlock(8, 2, 16).eval()
+def test_block_returns_attention_weights_on_request():
+    block = Block(8, 2, 16).eval()
     x = torch.randn(1, 5, 8)
     out, w = block(x, mask=causal_mask(5), need_weights=True)
-    assert out.shape == (1, 5, 8) and w.shape == (1, 2, 5, 5)
-    torch.testing.assert_close(out, block(x, mask=causal_mask(5)), atol=0, rtol=0)
+    assert isinstance(w, BlockWeights) and w.cross_attn is None
+    assert out.shape == (1, 5, 8) and w.self_attn.shape == (1, 2, 5, 5)
+    assert (w.self_attn[0, :, 0, 1:] == 0).all()  # the causal mask reached the attention
+    torch.testing.assert_close(out, block(x, mask=causal_mask(5))[0], atol=0, rtol=0)
 
 
-def test_fused_layer_norm_and_causal_fast_path_match_the_explicit_path():
+def test_cross_attention_block_returns_both_weights():
+    block = Block(8, 2, cross_attention=True).eval()
+    x, memory = torch.randn(2, 5, 8), torch.randn(2, 3, 8)
+    out, w = block(x, is_causal=True, memory=memory, need_weights=True)
+    assert w.self_attn.shape == (2, 2, 5, 5) and w.cross_attn.shape == (2, 2, 5, 3)
+    assert block.mlp.fc1.out_features == 32  # d_ff defaults to 4 * d_model
+
+
+def test_is_causal_equals_the_explicit_causal_mask():
+    torch.manual_seed(2)
+    block = Block(8, 2).eval()
+    _randomise(block, 7)
+    x = torch.randn(2, 6, 8)
+    padding = padding_mask_from_lengths([6, 4])  # (B, 1, 1, S)
+    explicit, _ = block(x, mask=causal_mask(6) & padding)
+    torch.testing.assert_close(block(x, mask=padding, is_causal=True)[0], explicit, atol=0, rtol=0)
+
+
+def test_memory_must_match_the_blocks_kind():
+    with pytest.raises(ValueError, match=r"expects an encoder memory.*received memory=None"):
+        Block(8, 2, cross_attention=True)(torch.randn(1, 3, 8))
+    with pytest.raises(ValueError, match=r"expects no memory.*received memory=\(1, 3, 8\)"):
+        Block(8, 2)(torch.randn(1, 3, 8), memory=torch.randn(1, 3, 8))
+
+
+@pytest.mark.parametrize("mask", [None, "padding"])
+def test_fused_layer_norm_and_causal_fast_path_match_the_explicit_path(mask):
     torch.manual_seed(5)
-    explicit = DecoderBlock(16, 4, 32, cross_attention=False, fused=False).eval()
-    fused = DecoderBlock(16, 4, 32, cross_attention=False, fused=True).eval()
+    explicit = Block(16, 4, 32, fused=False).eval()
+    fused = Block(16, 4, 32, fused=True).eval()
     _randomise(explicit, 6)
     fused.load_state_dict(explicit.state_dict())
-    assert fused.norm1.fused and not explicit.norm1.fused
+    assert fused.self_attn_norm.fused and not explicit.self_attn_norm.fused
     x = torch.randn(2, 7, 16)
-    reference = explicit(x, self_mask=causal_mask(7))
-    torch.testing.assert_close(fused(x, self_mask=causal_mask(7)), reference, atol=ATOL, rtol=0)
+    padding = padding_mask_from_lengths([7, 5]) if mask else None
+    reference, _ = explicit(x, mask=combine_masks(causal_mask(7), padding))
     torch.testing.assert_close(
-        fused(x, self_mask=causal_mask(7), is_causal=True), reference, atol=ATOL, rtol=0
+        fused(x, mask=combine_masks(causal_mask(7), padding))[0], reference, atol=ATOL, rtol=0
+    )
+    torch.testing.assert_close(
+        fused(x, mask=padding, is_causal=True)[0], reference, atol=ATOL, rtol=0
     )
