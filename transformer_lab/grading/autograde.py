@@ -158,7 +158,8 @@ def grade(root: Path, assignment: str, options: GradeOptions | None = None) -> G
 
     events_by_student: dict[str, dict] = {}
     other_events: list[dict] = []
-    scores_by_student: dict[str, dict] = {}
+    scores_by_student: dict[str, dict] = {}  # each from the lane that graded the student
+    all_scores: dict[str, dict] = {}
     gen_events: list[dict] = []
     lock = threading.Lock()
     with tempfile.TemporaryDirectory(prefix="tlab-grade-") as tmp:
@@ -210,6 +211,7 @@ def grade(root: Path, assignment: str, options: GradeOptions | None = None) -> G
                                 progress.set_postfix_str(event["student"])
                         elif event["op"] == "scores":
                             got = event.get("scores", {})
+                            all_scores.update(got)  # other lanes' rows: only for max_score
                             scores_by_student.update({s: got[s] for s in students if s in got})
                         elif event["op"] == "generate_assignment":
                             gen_events.append(event)
@@ -273,7 +275,7 @@ def grade(root: Path, assignment: str, options: GradeOptions | None = None) -> G
             gen = gen_events[-1] if gen_events else None
             detail = failure_detail(gen, (gen or {}).get("stderr", ""))
             raise CourseError(f"could not load {assignment} into the gradebook:\n{detail[-3000:]}")
-        other_events.append({"op": "scores", "scores": scores_by_student})
+        other_events.append({"op": "scores", "scores": {**all_scores, **scores_by_student}})
 
         released_now = release_dir / assignment
         diffs = (
