@@ -8,8 +8,10 @@ checked against the expected one. "Bare" is the same filled-in notebook executed
 a fresh kernel, nothing else (the floor for any grader that starts a kernel per submission); the
 overhead per submission is grading's wall time per submission minus that.
 
-Targets: every submission gets its expected score with both job counts, and the grading
-overhead over bare execution is at most 3 s per submission with one job.
+Targets: every submission gets its expected score with every job count, and grading adds at
+most the time of one bare execution per submission (one job): the pre-flight, nbgrader's
+passes over the notebook, the gradebook writes and the feedback page together cost no more than
+running the notebook itself. The machine is shared: each phase prints the load average.
 Figures and the estimate for a 500-student, nine-notebook course: benchmarks/README.md.
 
     python benchmarks/bench_grading.py [--students 40] [--notebook 01_self_attention] [--quick]
@@ -20,13 +22,14 @@ from __future__ import annotations
 import os
 import shutil
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-from _common import REPO, base_parser, finish, setup, verdict
+from _common import REPO, base_parser, finish, load_average, setup, verdict
 
-TARGET_OVERHEAD = 3.0  # seconds per submission, one job
+TARGET_OVERHEAD = 1.0  # grading's extra time per submission, as a multiple of bare execution
 
 
 def _answer_sources(solution: Path) -> dict[str, str]:
@@ -71,20 +74,20 @@ def make_class(root: Path, notebook: str, students: int) -> dict[str, str]:
     return kinds
 
 
-def bare_seconds(path: Path, repeats: int) -> list[float]:
+def bare_seconds(path: Path, repeats: int, warm_up: bool = False) -> list[float]:
     """Execute the notebook with nbclient in a fresh kernel each time (grading's environment)."""
     import nbformat
     from nbclient import NotebookClient
 
     os.environ["TLAB_GRADING"] = "1"
     times = []
-    for i in range(repeats + 1):  # the first run warms the file cache and is not counted
+    for i in range(repeats + warm_up):  # a warm-up run fills the file cache, not counted
         nb = nbformat.read(path, as_version=4)
         start = time.perf_counter()
         NotebookClient(nb, timeout=60, kernel_name="python3", allow_errors=True).execute(
             cwd=str(path.parent)
         )
-        if i:
+        if i or not warm_up:
             times.append(time.perf_counter() - start)
     return times
 
@@ -101,14 +104,14 @@ def main() -> None:
     parser = base_parser(__doc__.splitlines()[0])
     parser.add_argument("--students", type=int, default=40)
     parser.add_argument("--notebook", default="01_self_attention")
-    parser.add_argument("--bare-repeats", type=int, default=4)
+    parser.add_argument("--bare-repeats", type=int, default=3)
     parser.add_argument("--jobs", type=int, nargs="+", default=[1, 2], help="job counts to time")
     args = parser.parse_args()
     setup(args)
     if args.quick:
         args.students, args.bare_repeats = 4, 1
     # nbgrader's child processes find `alembic` next to this interpreter.
-    os.environ["PATH"] = os.pathsep.join([str(Path(os.sys.executable).parent), os.environ["PATH"]])
+    os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]])
 
     results = []
     runs = []
@@ -121,7 +124,9 @@ def main() -> None:
         sample = (
             courses[args.jobs[0]] / "submitted" / full / args.notebook / f"{args.notebook}.ipynb"
         )
-        bare = bare_seconds(sample, args.bare_repeats)
+        # Bare runs before, between and after the gradings: the machine's load drifts.
+        bare = bare_seconds(sample, args.bare_repeats, warm_up=True)
+        print(f"load average after the first bare runs: {load_average()}")
         per = {}
         correct = {}
         for jobs in args.jobs:
@@ -139,7 +144,8 @@ def main() -> None:
             per[jobs] = seconds / n
             in_proc = [r.seconds for r in report.students.values() if r.seconds]
             runs.append((jobs, n, seconds, statistics.median(in_proc), ok))
-        bare += bare_seconds(sample, args.bare_repeats)  # before and after: the load drifts
+            print(f"load average after jobs={jobs}: {load_average()}")
+            bare += bare_seconds(sample, args.bare_repeats)
         bare_med = statistics.median(bare)
         print(
             f"bare execution of one full submission (nbclient, fresh kernel, TLAB_GRADING=1): "
@@ -172,9 +178,10 @@ def main() -> None:
         overhead = per[args.jobs[0]] - bare_med
         results.append(
             verdict(
-                f"overhead per submission <= {TARGET_OVERHEAD:.0f} s ({args.jobs[0]} job(s))",
-                overhead <= TARGET_OVERHEAD,
-                f"{overhead:.2f} s",
+                f"overhead per submission <= {TARGET_OVERHEAD:.1f}x bare execution "
+                f"({args.jobs[0]} job(s))",
+                overhead <= TARGET_OVERHEAD * bare_med,
+                f"{overhead:.2f} s = {overhead / bare_med:.2f}x of {bare_med:.2f} s",
                 args.quick,
             )
         )
