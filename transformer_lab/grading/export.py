@@ -5,7 +5,7 @@ PostgreSQL, whichever the course uses); whether a submission was really graded c
 ``tlab grade``'s report (:mod:`.report`), because nbgrader records 0 both for a real zero and
 for a notebook it could not run. A student without a usable score for a notebook gets an
 **empty cell, never 0**: not graded by ``tlab grade`` (dead kernel, not a notebook, ...),
-waiting for manual grading, or nothing submitted. An empty cell is no grade at all in both
+flagged for review, waiting for manual grading, or nothing submitted. An empty cell is no grade at all in both
 LMSs (shown as ungraded, not counted as 0). How each file marks it:
 
 - ``canvas_grades.csv``: Canvas's gradebook import layout (``Student, ID, SIS User ID, SIS
@@ -37,6 +37,7 @@ from transformer_lab.grading.report import GRADED, GradingReport
 __all__ = ["Column", "ClassGrades", "collect_grades", "write_canvas", "write_moodle", "export"]
 
 NOT_SUBMITTED = "nothing submitted"
+NEEDS_REVIEW = "needs_review"  # report status: graded, but flagged for the instructor to look at
 MANUAL = "needs manual grading"
 
 
@@ -140,6 +141,10 @@ def collect_grades(root: Path, assignments: list[str] | None = None) -> ClassGra
                 for sid in students:
                     row = report.students.get(sid)
                     key = (sid, title)
+                    if row is not None and row.status == NEEDS_REVIEW:
+                        grades.scores[key] = None  # a score, but flagged: look before uploading
+                        grades.reasons[key] = f"needs review: {row.reason or 'see the report'}"
+                        continue
                     if row is not None and row.status != GRADED:
                         grades.scores[key] = None
                         grades.reasons[key] = (

@@ -142,9 +142,14 @@ def run_summary(report, seconds: float, jobs: int = 1) -> str:
     """One paragraph on this run: counts, submissions needing review, time per submission."""
     from transformer_lab.grading.report import GRADED
 
+    scored = (GRADED, "needs_review")  # needs_review: graded, with flags for the instructor
     now = [report.students[s] for s in report.graded_now if s in report.students]
-    graded = [r for r in now if r.status == GRADED]
-    review = [r for r in graded if r.notes or r.timeouts or getattr(r, "flags", None)]
+    graded = [r for r in now if r.status in scored]
+    review = [
+        r
+        for r in graded
+        if r.status != GRADED or r.notes or r.timeouts or getattr(r, "flags", None)
+    ]
     per = [r.seconds for r in now if r.seconds]
     lines = [
         f"This run: {len(now)} submission(s) in {_duration(seconds)} with {jobs} job(s): "
