@@ -73,7 +73,7 @@ def test_release_fetch_submit_collect_grade_feedback_cycle(tmp_path):
         assert (root / "submitted" / student / A / f"{A}.ipynb").is_file()
         assert (root / "submitted" / student / A / "timestamp.txt").is_file()
 
-    assert cli.main(["--root", str(root), "grade", A, "--quiet", "--timeout", "15"]) == 0
+    assert cli.main(["--root", str(root), "grade", A, "--quiet", "--timeout", "90"]) == 0
     report = GradingReport.load(root, A)
     assert {s: (r.status, r.score) for s, r in report.students.items()} == {
         "alice": (GRADED, 6),
