@@ -24,7 +24,8 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from transformer_lab.models._weights import load_weights
-from transformer_lab.models.bert import BERT, bert_weights, config_from_huggingface
+from transformer_lab.models.bert import BERT
+from transformer_lab.models.bert_weights import bert_weights, config_from_huggingface
 
 __all__ = ["MODEL_PACKAGE", "minilm_dir", "load_minilm", "mean_pool", "SentenceEncoder"]
 

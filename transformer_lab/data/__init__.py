@@ -3,8 +3,8 @@
     text         tiny Shakespeare, CharTokenizer, 90/10 split, random (x, y) windows  (GPT)
     digits       scikit-learn's 8x8 handwritten digits, seeded stratified split      (ViT)
     translation  numbers in digits -> English words, seeded disjoint split       (encoder-decoder)
-    word_order   Shakespeare lines: original vs shuffled word order, MLM text,
-                 unigram-entropy baseline                                            (BERT)
+    word_order   Shakespeare lines: original vs shuffled word order, MLM text        (BERT)
+      word_tokenizer, shakespeare_lines, unigram: its tokenizer, corpus and baseline
     batching     padding, random batches, ordered mini-batches
 
 Tiny Shakespeare comes from Andrej Karpathy's char-rnn repository
@@ -13,6 +13,7 @@ Tiny Shakespeare comes from Andrej Karpathy's char-rnn repository
 
 from transformer_lab.data.batching import IGNORE_INDEX, iterate_batches, pad_sequences, sample_batch
 from transformer_lab.data.digits import DigitsData, load_digits_data
+from transformer_lab.data.shakespeare_lines import shakespeare_lines
 from transformer_lab.data.text import (
     CharTokenizer,
     TextData,
@@ -27,15 +28,9 @@ from transformer_lab.data.translation import (
     Vocab,
     number_to_words,
 )
-from transformer_lab.data.word_order import (
-    ClassificationBatch,
-    MLMBatch,
-    WordOrderTask,
-    WordTokenizer,
-    shakespeare_lines,
-    unigram_cross_entropy,
-    unigram_entropy,
-)
+from transformer_lab.data.unigram import unigram_cross_entropy, unigram_entropy
+from transformer_lab.data.word_order import ClassificationBatch, MLMBatch, WordOrderTask
+from transformer_lab.data.word_tokenizer import WordTokenizer
 
 __all__ = [
     "IGNORE_INDEX",

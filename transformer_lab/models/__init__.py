@@ -1,8 +1,11 @@
 """The four models of the course, each built from the blocks in :mod:`transformer_lab.blocks`.
 
     gpt       GPT: decoder-only, causal language model, generation with a KV cache     (pre-norm)
-    bert      BERT: bidirectional encoder, masked-LM and classification heads          (post-norm)
+    bert      BERT: bidirectional encoder (bert_config, bert_weights: its config and HF loader),
+              bert_heads: masked-LM and classification heads, MLM corruption          (post-norm)
+      sampling  temperature, top-k and top-p filtering for generation
     vit       ViT: image patches as tokens, [CLS] classification, attention maps       (pre-norm)
+      patches   patchify and PatchEmbedding
     seq2seq   the original encoder-decoder with cross-attention, greedy decoding      (post-norm)
     outputs   the dataclasses the models return
 
@@ -10,9 +13,8 @@
 ``from_huggingface(model)``; the tests prove equal outputs with weights copied across.
 """
 
-from transformer_lab.models.bert import (
-    BERT,
-    BertConfig,
+from transformer_lab.models.bert import BERT, BertConfig
+from transformer_lab.models.bert_heads import (
     BertForMaskedLM,
     BertForSequenceClassification,
     apply_bert_masking,

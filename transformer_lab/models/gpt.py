@@ -8,6 +8,9 @@ Pre-norm (``x + f(norm(x))``) as in GPT-2 (Radford et al., 2019), which moved th
 in front of each sublayer and added a final one, so deep stacks train without warm-up tricks.
 Generation samples one token at a time with temperature, top-k and nucleus (top-p) filtering
 (Holtzman et al., 2020); a key/value cache makes each new token cost O(T) instead of O(T^2).
+
+The config, the model, cached generation and the GPT-2 loader stay in this one file (about 340
+lines) so the whole GPT reads top to bottom, as in nanoGPT; sampling lives in :mod:`.sampling`.
 """
 
 from __future__ import annotations
@@ -26,6 +29,12 @@ from transformer_lab.blocks import ACTIVATIONS, Block, LayerNorm
 from transformer_lab.heads import KVCache
 from transformer_lab.models._weights import linear_from_conv1d, load_weights
 from transformer_lab.models.outputs import CausalLMOutput
+from transformer_lab.models.sampling import (
+    _check_sampling,
+    _steps,
+    filter_logits,
+    sample_next_token,
+)
 from transformer_lab.positional import LearnedPositionalEmbedding
 
 __all__ = ["GPTConfig", "GPT", "filter_logits", "sample_next_token"]
@@ -81,49 +90,6 @@ class GPTConfig:
     def gpt2(cls, **overrides: Any) -> GPTConfig:
         """GPT-2 small's shape: 12 layers, 12 heads, width 768, context 1024, 50257 tokens."""
         return dataclasses.replace(cls(), **overrides)
-
-
-def filter_logits(logits: Tensor, top_k: int | None = None, top_p: float | None = None) -> Tensor:
-    """Set every token outside the top-k and outside the top-p nucleus to -inf.
-
-    Args:
-        logits: (..., V) scores.
-        top_k: keep the k highest scores (ties with the k-th are kept); ``None`` or 0 = off.
-        top_p: keep the smallest set of highest-probability tokens whose mass reaches top_p;
-            ``None`` or 1 = off.
-    Returns:
-        (..., V) with removed tokens at -inf; the most likely token always survives.
-    """
-    if top_k:
-        k = min(top_k, logits.shape[-1])
-        kth = torch.topk(logits, k, dim=-1).values[..., -1:]  # (..., 1)
-        logits = logits.masked_fill(logits < kth, float("-inf"))
-    if top_p is not None and top_p < 1.0:
-        sorted_logits, order = torch.sort(logits, dim=-1, descending=True)  # (..., V) each
-        probs = torch.softmax(sorted_logits, dim=-1)
-        mass_before = probs.cumsum(dim=-1) - probs  # mass of the strictly more likely tokens
-        remove_sorted = mass_before >= top_p  # the nucleus is already full without this token
-        remove = remove_sorted.scatter(-1, order, remove_sorted)  # back to vocabulary order
-        logits = logits.masked_fill(remove, float("-inf"))
-    return logits
-
-
-def sample_next_token(
-    logits: Tensor,
-    temperature: float = 1.0,
-    top_k: int | None = None,
-    top_p: float | None = None,
-    generator: torch.Generator | None = None,
-) -> Tensor:
-    """Pick one token per row of (B, V) logits; ``temperature=0`` means greedy (argmax).
-
-    Returns:
-        (B, 1) token ids.
-    """
-    if temperature == 0:
-        return logits.argmax(dim=-1, keepdim=True)  # (B, 1)
-    probs = torch.softmax(filter_logits(logits / temperature, top_k, top_p), dim=-1)  # (B, V)
-    return torch.multinomial(probs, num_samples=1, generator=generator)  # (B, 1)
 
 
 class GPT(nn.Module):
@@ -375,34 +341,3 @@ class GPT(nn.Module):
             )
         load_weights(ours, w, source="the Hugging Face GPT-2 weights")
         return ours.eval()
-
-
-def _steps(n: int, progress: bool | None, desc: str):
-    """range(n), wrapped in a tqdm bar when asked to (or, by default, when n is large)."""
-    if not (n >= 200 if progress is None else progress):
-        return range(n)
-    from tqdm.auto import tqdm  # a widget in notebooks, text elsewhere
-
-    return tqdm(range(n), desc=desc, leave=False)
-
-
-def _check_sampling(
-    max_new_tokens: int, temperature: float, top_k: int | None, top_p: float | None
-) -> None:
-    """Validate generate()'s sampling arguments."""
-    if (
-        isinstance(max_new_tokens, bool)
-        or not isinstance(max_new_tokens, int)
-        or max_new_tokens < 0
-    ):
-        raise ValueError(
-            f"max_new_tokens must be a non-negative integer, but received {max_new_tokens!r}."
-        )
-    if not isinstance(temperature, (int, float)) or temperature < 0:
-        raise ValueError(
-            f"temperature must be >= 0 (0 means greedy), but received {temperature!r}."
-        )
-    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1):
-        raise ValueError(f"top_k must be a positive integer or None, but received {top_k!r}.")
-    if top_p is not None and not (isinstance(top_p, (int, float)) and 0.0 < top_p <= 1.0):
-        raise ValueError(f"top_p must lie in (0, 1] or be None, but received {top_p!r}.")
