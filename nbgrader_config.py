@@ -15,6 +15,16 @@ the guards described in docs/instructor_guide.md.
 c = get_config()  # noqa: F821  (injected by traitlets when nbgrader loads this file)
 
 c.CourseDirectory.course_id = "transformer-lab"
+
+# --- Gradebook --------------------------------------------------------------------------
+# SQLite file gradebook.db by default. A class graded by several processes or machines, or
+# served by JupyterHub's formgrader, shares one PostgreSQL database instead (psycopg 3,
+# `pip install "transformer-lab[postgres]"`); set the URL in the environment, not in git:
+#   export TLAB_GRADEBOOK_URL="postgresql+psycopg://grader@db-host/transformer_lab"
+import os  # noqa: E402
+
+if os.environ.get("TLAB_GRADEBOOK_URL"):
+    c.CourseDirectory.db_url = os.environ["TLAB_GRADEBOOK_URL"]
 c.CourseDirectory.source_directory = "solutions"
 c.CourseDirectory.release_directory = "notebooks"
 c.CourseDirectory.ignore = [

@@ -3,6 +3,7 @@
     tlab author [PATHS] [--check]     tags -> nbgrader metadata, strip outputs, validate
     tlab release [--check]            regenerate notebooks/ from solutions/ (or verify it)
     tlab grade ASSIGNMENT [options]   autograde + feedback + export, with a status report
+    tlab export [ASSIGNMENTS]         Canvas and Moodle grade files (not graded = empty, never 0)
 
 Run ``tlab COMMAND --help`` for the options. Exit status: 0 on success, 1 when a check fails
 or something could not be done, 2 for bad usage.
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
 
 __all__ = ["main"]
@@ -82,6 +84,7 @@ def _cmd_release(args) -> int:
 
 def _cmd_grade(args) -> int:
     from transformer_lab.grading.autograde import GradeOptions, grade
+    from transformer_lab.grading.parallel import run_summary
 
     options = GradeOptions(
         students=args.student or None,
@@ -93,12 +96,50 @@ def _cmd_grade(args) -> int:
         feedback=not args.no_feedback,
         export=not args.no_export,
         quiet=args.quiet,
+        jobs=args.jobs,
+        shard=args.shard,
     )
     root = _root(args)
+    started = time.monotonic()
     report = grade(root, args.assignment, options)
     print(report.summary())
+    print(run_summary(report, time.monotonic() - started, args.jobs))
     print(f"Report: {report.csv_path(root, args.assignment)}")
     return 0 if report.all_graded else 1
+
+
+def _cmd_export(args) -> int:
+    from transformer_lab.grading.export import export
+
+    formats = ("canvas", "moodle") if args.format == "all" else (args.format,)
+    grades, written = export(_root(args), args.assignments or None, args.out, formats)
+    missing = grades.missing()
+    print(
+        f"tlab export: {len(grades.students)} student(s) x {len(grades.columns)} notebook(s); "
+        f"{len(missing)} grade(s) left EMPTY (not 0) because there is no usable score."
+    )
+    for sid, title, reason in missing[:20]:
+        print(f"  {sid:<16} {title:<24} {reason}")
+    if len(missing) > 20:
+        print(f"  ... and {len(missing) - 20} more (see not_graded.csv)")
+    for path in written:
+        print(f"wrote {path}")
+    return 0
+
+
+def _positive_int(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, but got {text!r}")
+    return int(text)
+
+
+def _shard(text: str) -> tuple[int, int]:
+    from transformer_lab.grading.parallel import parse_shard
+
+    try:
+        return parse_shard(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -156,7 +197,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-feedback", action="store_true", help="skip the HTML feedback")
     p.add_argument("--no-export", action="store_true", help="skip nbgrader's CSV export")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--jobs", type=_positive_int, default=1, help="grade N submissions at once (default 1)"
+    )
+    p.add_argument(
+        "--shard",
+        type=_shard,
+        default=None,
+        metavar="K/N",
+        help="grade only slice K of N of the class (a job array against one PostgreSQL gradebook)",
+    )
     p.set_defaults(func=_cmd_grade)
+
+    p = sub.add_parser("export", help="write the class's grades for Canvas and Moodle")
+    p.add_argument("assignments", nargs="*", help="only these assignments (default: all graded)")
+    p.add_argument(
+        "--format", choices=["canvas", "moodle", "all"], default="all", help="which LMS file(s)"
+    )
+    p.add_argument("--out", type=Path, default=None, help="output folder (default: reports/)")
+    p.set_defaults(func=_cmd_export)
     return parser
 
 

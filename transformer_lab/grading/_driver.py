@@ -267,6 +267,10 @@ def main() -> None:
     from nbgrader.converters import Autograde, GenerateAssignment, GenerateFeedback
     from nbgrader.coursedir import CourseDirectory
 
+    # Several grading processes may share the gradebook (--jobs, --shard): see database.py.
+    base_cfg = _load_config(root, job.get("config", {}), False)
+    _local("database").guard_gradebook(CourseDirectory(config=base_cfg).db_url)
+
     for op in job["ops"]:
         started = time.monotonic()
         kind = op["op"]

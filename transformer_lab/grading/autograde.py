@@ -26,6 +26,7 @@ import secrets
 import shutil
 import sys
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,7 +37,9 @@ from transformer_lab.grading.course import (
     read_course_dirs,
     run_driver,
 )
+from transformer_lab.grading.database import check_driver_available, gradebook_url
 from transformer_lab.grading.integrity import fingerprint
+from transformer_lab.grading.parallel import run_lanes, save_merged, select_shard
 from transformer_lab.grading.release import compare_trees
 from transformer_lab.grading.report import (
     GRADED,
@@ -62,6 +65,8 @@ class GradeOptions:
     feedback: bool = True
     export: bool = True
     quiet: bool = False  # no progress bar
+    jobs: int = 1  # submissions graded at once, each lane its own nbgrader process (parallel.py)
+    shard: tuple[int, int] | None = None  # (K, N): only slice K of N of the class (parallel.py)
 
 
 def classify_failure(event: dict) -> str:
@@ -122,6 +127,11 @@ def grade(root: Path, assignment: str, options: GradeOptions | None = None) -> G
                 f"but found none for {', '.join(unknown)}."
             )
         all_students = [s for s in all_students if s in options.students]
+    all_students = select_shard(all_students, options.shard)
+    try:
+        check_driver_available(gradebook_url(root))
+    except ValueError as exc:
+        raise CourseError(str(exc)) from None
 
     # Which submissions need (re)grading?
     todo: list[str] = []
@@ -139,6 +149,9 @@ def grade(root: Path, assignment: str, options: GradeOptions | None = None) -> G
 
     tlab = root / ".tlab"
     staging_root = tlab / "staging" / assignment / "submitted"
+    if options.shard is not None:  # shards may share the course folder: one staging area each
+        k, n = options.shard
+        staging_root = staging_root.with_name(f"submitted-shard-{k}-of-{n}")
     if staging_root.exists():
         shutil.rmtree(staging_root)
     backups = _backup(root, dirs, assignment, [s for s in todo if _was_graded(report, s)])
@@ -150,7 +163,9 @@ def grade(root: Path, assignment: str, options: GradeOptions | None = None) -> G
             probe(root)
         except SandboxError as exc:
             raise CourseError(str(exc)) from None
-    hidden_reference = tlab / "hidden" / f"{assignment}.json"
+    # One reference file per run (and per shard: shards may share the course folder).
+    suffix = "" if options.shard is None else f"-shard-{options.shard[0]}-of-{options.shard[1]}"
+    hidden_reference = tlab / "hidden" / f"{assignment}{suffix}.json"
     config: dict = {
         "CourseDirectory.submitted_directory": str(staging_root.relative_to(root)),
         "GuardedExecute.sandbox": bool(options.sandbox),
@@ -183,100 +198,155 @@ def grade(root: Path, assignment: str, options: GradeOptions | None = None) -> G
             "graded WITHOUT the sandbox (--no-sandbox): student code ran with your rights and "
             "could read the solutions and change files and grades"
         )
+    hidden_reference.unlink(missing_ok=True)  # never reuse another run's results
+    ref_events: list[dict] = []
 
     events_by_student: dict[str, dict] = {}
     other_events: list[dict] = []
+    scores_by_student: dict[str, dict] = {}  # each from the lane that graded the student
+    all_scores: dict[str, dict] = {}
+    gen_events: list[dict] = []
+    lock = threading.Lock()
     with tempfile.TemporaryDirectory(prefix="tlab-grade-") as tmp:
         release_dir = Path(tmp) / "release"
-        remaining = list(todo)
-        first_pass = True
         progress = _progress(len(todo), options.quiet)
-        while first_pass or remaining:
-            ops = [
-                {
-                    "op": "generate_assignment",
-                    "assignment": assignment,
-                    "release_dir": str(release_dir),
-                }
-            ]
-            if remaining and has_hidden and not hidden_reference.is_file():
-                ops.append(
-                    {
-                        "op": "hidden_reference",
-                        "assignment": assignment,
-                        "to": str(hidden_reference),
-                    }
-                )
-            for sid in remaining:
-                ops.append(
-                    {
-                        "op": "grade_student",
-                        "assignment": assignment,
-                        "student": sid,
-                        "submission": str(submitted_root / sid / assignment),
-                        "staging": str(staging_root / sid / assignment),
-                        "release_dir": str(release_dir),
-                        "feedback": options.feedback,
-                    }
-                )
-            ops.append({"op": "scores", "assignment": assignment})
-            if options.export:
-                ops.append({"op": "export", "to": str(root / "reports" / "nbgrader_grades.csv")})
-            (root / "reports").mkdir(exist_ok=True)
+        (root / "reports").mkdir(exist_ok=True)
+        one_lane = max(1, options.jobs) == 1 or len(todo) <= 1
+        # Shards finish at different times: nbgrader's CSV is written once, by `tlab export`.
+        nbgrader_csv = options.export and options.shard is None
 
-            def on_event(event: dict) -> None:
-                if event["op"] == "grade_student":
-                    events_by_student[event["student"]] = event
-                    if progress is not None:
-                        progress.update(1)
-                        progress.set_postfix_str(event["student"])
+        def lane(students: list[str], loads_assignment: bool, loaded: threading.Event) -> None:
+            """Grade ``students`` one after another in nbgrader child processes."""
+            remaining = list(students)
+            first_pass = True
+            while first_pass or remaining:
+                ops = []
+                if loads_assignment:
+                    ops.append(
+                        {
+                            "op": "generate_assignment",
+                            "assignment": assignment,
+                            "release_dir": str(release_dir),
+                        }
+                    )
+                    if has_hidden and todo and not hidden_reference.is_file():
+                        # The other lanes wait until the solution's hidden results exist.
+                        ops.append(
+                            {
+                                "op": "hidden_reference",
+                                "assignment": assignment,
+                                "to": str(hidden_reference),
+                            }
+                        )
+                for sid in remaining:
+                    ops.append(
+                        {
+                            "op": "grade_student",
+                            "assignment": assignment,
+                            "student": sid,
+                            "submission": str(submitted_root / sid / assignment),
+                            "staging": str(staging_root / sid / assignment),
+                            "release_dir": str(release_dir),
+                            "feedback": options.feedback,
+                        }
+                    )
+                ops.append({"op": "scores", "assignment": assignment})
+                if nbgrader_csv and one_lane:
+                    ops.append(
+                        {"op": "export", "to": str(root / "reports" / "nbgrader_grades.csv")}
+                    )
+
+                def on_event(event: dict) -> None:
+                    with lock:
+                        if event["op"] == "grade_student":
+                            events_by_student[event["student"]] = event
+                            if progress is not None:
+                                progress.update(1)
+                                progress.set_postfix_str(event["student"])
+                        elif event["op"] == "scores":
+                            got = event.get("scores", {})
+                            all_scores.update(got)  # other lanes' rows: only for max_score
+                            scores_by_student.update({s: got[s] for s in students if s in got})
+                        elif event["op"] == "generate_assignment":
+                            gen_events.append(event)
+                            if not event.get("success") or not (has_hidden and todo):
+                                loaded.set()
+                        elif event["op"] == "hidden_reference":
+                            ref_events.append(event)
+                            loaded.set()
+                        else:
+                            other_events.append(event)
+
+                events, code, stderr = run_driver(
+                    {"root": str(root), "ops": ops, "config": config, "guarded": True},
+                    on_event=on_event,
+                    env={"TLAB_GRADING": "1"},
+                    idle_timeout=idle,
+                )
+                first_pass = False
+                gen = next((e for e in events if e["op"] == "generate_assignment"), None)
+                if loads_assignment and (gen is None or not gen.get("success")):
+                    if gen is None:
+                        gen_events.append({"op": "generate_assignment", "success": False})
+                    gen_events[-1]["stderr"] = stderr
+                    return
+                ref = next((e for e in events if e["op"] == "hidden_reference"), None)
+                if ref is not None and not ref.get("success"):
+                    ref["stderr"] = stderr
+                    return  # reported below; nothing can be graded without the reference
+                stuck = [sid for sid in remaining if sid not in events_by_student]
+                if stuck:
+                    # The process died or hung on stuck[0]; report it and carry on with the rest.
+                    with lock:
+                        events_by_student[stuck[0]] = {
+                            "op": "grade_student",
+                            "student": stuck[0],
+                            "success": False,
+                            "error": "the grading process stopped responding on this submission and was restarted"
+                            if code == -9
+                            else f"the grading process crashed (exit code {code}): {stderr[-300:]}",
+                        }
+                        if progress is not None:
+                            progress.update(1)
+                    remaining = stuck[1:]
                 else:
-                    other_events.append(event)
+                    remaining = []
 
-            events, code, stderr = run_driver(
-                {"root": str(root), "ops": ops, "config": config, "guarded": True},
-                on_event=on_event,
-                env={"TLAB_GRADING": "1"},
-                idle_timeout=idle,
-            )
-            first_pass = False
-            gen = next((e for e in events if e["op"] == "generate_assignment"), None)
-            if gen is None or not gen.get("success"):
-                if progress is not None:
-                    progress.close()
-                detail = failure_detail(gen, stderr)
-                raise CourseError(
-                    f"could not load {assignment} into the gradebook:\n{detail[-3000:]}"
-                )
-            ref = next((e for e in events if e["op"] == "hidden_reference"), None)
-            if ref is not None and not ref.get("success"):
-                if progress is not None:
-                    progress.close()
-                hidden_reference.unlink(missing_ok=True)
-                raise CourseError(
-                    f"could not compute the hidden tests' reference results from "
-                    f"{dirs['source']}/{assignment} (nothing was graded):\n"
-                    f"{failure_detail(ref, stderr)[-3000:]}"
-                )
-            stuck = [sid for sid in remaining if sid not in events_by_student]
-            if stuck:
-                # The process died or hung on stuck[0]; report it and carry on with the rest.
-                events_by_student[stuck[0]] = {
-                    "op": "grade_student",
-                    "student": stuck[0],
-                    "success": False,
-                    "error": "the grading process stopped responding on this submission and was restarted"
-                    if code == -9
-                    else f"the grading process crashed (exit code {code}): {stderr[-300:]}",
+        def first_lane_failed() -> bool:
+            bad_ref = any(not e.get("success") for e in ref_events)
+            return bad_ref or not gen_events or not gen_events[-1].get("success")
+
+        def lane_after_load(students, loads_assignment, loaded):
+            if loads_assignment or not first_lane_failed():
+                lane(students, loads_assignment, loaded)
+
+        run_lanes(lane_after_load, todo, 1 if one_lane else options.jobs)
+        if not first_lane_failed() and nbgrader_csv and not one_lane:
+            # Every lane has finished: nbgrader's CSV of the whole class, in one more process.
+            events, _, _ = run_driver(
+                {
+                    "root": str(root),
+                    "ops": [{"op": "export", "to": str(root / "reports" / "nbgrader_grades.csv")}],
+                    "config": config,
+                    "guarded": False,
                 }
-                if progress is not None:
-                    progress.update(1)
-                remaining = stuck[1:]
-            else:
-                remaining = []
+            )
+            other_events.extend(events)
         if progress is not None:
             progress.close()
         hidden_reference.unlink(missing_ok=True)  # its results belong to this run's secret
+        bad_ref = next((e for e in ref_events if not e.get("success")), None)
+        if bad_ref is not None:
+            raise CourseError(
+                f"could not compute the hidden tests' reference results from "
+                f"{dirs['source']}/{assignment} (nothing was graded):\n"
+                f"{failure_detail(bad_ref, bad_ref.get('stderr', ''))[-3000:]}"
+            )
+        if first_lane_failed():
+            gen = gen_events[-1] if gen_events else None
+            detail = failure_detail(gen, (gen or {}).get("stderr", ""))
+            raise CourseError(f"could not load {assignment} into the gradebook:\n{detail[-3000:]}")
+        other_events.append({"op": "scores", "scores": {**all_scores, **scores_by_student}})
 
         released_now = release_dir / assignment
         diffs = (
@@ -343,9 +413,9 @@ def grade(root: Path, assignment: str, options: GradeOptions | None = None) -> G
                 result.notes.append("previous autograded notebook and feedback kept")
         report.students[sid] = result
         report.graded_now.append(sid)
-    if backups:
-        shutil.rmtree(tlab / "backup" / assignment, ignore_errors=True)
-    report.save(root)
+    for folder in backups.values():  # only this run's students: other shards keep theirs
+        shutil.rmtree(folder, ignore_errors=True)
+    save_merged(report, root)
     return report
 
 

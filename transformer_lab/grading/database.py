@@ -1,0 +1,218 @@
+"""The gradebook's database: SQLite by default, PostgreSQL for a class graded by many processes.
+
+nbgrader keeps every grade in the database named by ``c.CourseDirectory.db_url`` (default:
+``sqlite:///COURSE/gradebook.db``). This course's ``nbgrader_config.py`` also reads the
+environment variable ``TLAB_GRADEBOOK_URL``, so every grading process of a class (``tlab grade
+--jobs``, shards on a cluster, the formgrader on JupyterHub) can point at one PostgreSQL database::
+
+    TLAB_GRADEBOOK_URL=postgresql+psycopg://grader@db-host/transformer_lab
+
+(psycopg 3, ``pip install "transformer-lab[postgres]"``; nbgrader creates its tables itself).
+
+Concurrent writers (see :func:`guard_gradebook`, installed in every nbgrader child process):
+
+- SQLite allows one writer at a time and answers others with "database is locked" after a few
+  seconds. Every nbgrader ``Gradebook`` session (open ... close, a fraction of a second; the
+  notebook is executed outside any session) is therefore serialised with an exclusive
+  ``flock`` on ``gradebook.db.lock``: writes wait their turn and are never lost.
+- PostgreSQL handles concurrent sessions itself; only the steps that create or reshape shared
+  rows (creating the tables, loading an assignment with ``generate_assignment``) take a
+  PostgreSQL advisory lock, so that N shards starting together do not race to create them.
+
+This module is imported by ``_driver`` without importing the package (no torch): keep it to the
+standard library and nbgrader.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import threading
+from pathlib import Path
+
+__all__ = [
+    "DEFAULT_DB_NAME",
+    "gradebook_url",
+    "is_postgres",
+    "sqlite_path",
+    "check_driver_available",
+    "guard_gradebook",
+    "ENV_URL",
+]
+
+ENV_URL = "TLAB_GRADEBOOK_URL"
+DEFAULT_DB_NAME = "gradebook.db"
+_ADVISORY_KEY = 0x7F1A_B0D5  # any fixed 32-bit number: "tlab is changing the gradebook's shape"
+
+
+def gradebook_url(root: str | os.PathLike) -> str:
+    """The gradebook URL nbgrader will use for the course at ``root`` (config, env, default)."""
+    from traitlets.config.loader import PyFileConfigLoader
+
+    cfg = PyFileConfigLoader("nbgrader_config.py", path=str(root)).load_config()
+    url = cfg.get("CourseDirectory", {}).get("db_url")
+    if url:
+        return str(url)
+    return f"sqlite:///{Path(root).resolve() / DEFAULT_DB_NAME}"
+
+
+def is_postgres(url: str) -> bool:
+    return url.startswith(("postgresql", "postgres:"))
+
+
+def sqlite_path(url: str) -> Path | None:
+    """The file of a ``sqlite:///PATH`` URL (None for other databases or in-memory SQLite)."""
+    if not url.startswith("sqlite:///"):
+        return None
+    path = url[len("sqlite:///") :]
+    return Path(path) if path and path != ":memory:" else None
+
+
+def check_driver_available(url: str) -> None:
+    """Raise a one-sentence error if ``url`` needs a database driver that is not installed."""
+    if not is_postgres(url):
+        return
+    if "+psycopg2" in url or "+" not in url.split("://", 1)[0]:
+        raise ValueError(
+            f"expected a PostgreSQL URL naming the psycopg 3 driver (postgresql+psycopg://...), "
+            f"but got {_redact(url)}"
+        )
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        raise ValueError(
+            f"expected the psycopg package for the PostgreSQL gradebook {_redact(url)}, but it is "
+            f'not installed; run: pip install "transformer-lab[postgres]"'
+        ) from None
+
+
+def _redact(url: str) -> str:
+    """The URL with any password replaced by ***."""
+    scheme, sep, rest = url.partition("://")
+    if "@" in rest.split("/", 1)[0]:
+        creds, at, host = rest.partition("@")
+        if ":" in creds:
+            creds = creds.split(":", 1)[0] + ":***"
+        rest = creds + at + host
+    return scheme + sep + rest
+
+
+class _ReentrantFileLock:
+    """An exclusive ``flock`` held while at least one holder in this process has it."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._fd: int | None = None
+        self._depth = 0
+        self._mutex = threading.RLock()
+
+    def acquire(self) -> None:
+        self._mutex.acquire()
+        if self._depth == 0:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+            fcntl.flock(fd, fcntl.LOCK_EX)  # waits for the other process's session to end
+            self._fd = fd
+        self._depth += 1
+
+    def release(self) -> None:
+        self._depth -= 1
+        if self._depth == 0 and self._fd is not None:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None
+        self._mutex.release()
+
+
+_pg_depth = threading.local()
+
+
+@contextlib.contextmanager
+def postgres_advisory_lock(url: str):
+    """Hold PostgreSQL's session advisory lock ``_ADVISORY_KEY`` on the gradebook's database.
+
+    Re-entrant within a thread (a nested request would otherwise wait for itself: every
+    connection is its own PostgreSQL session).
+    """
+    from sqlalchemy import create_engine, text
+
+    depth = getattr(_pg_depth, "n", 0)
+    if depth:
+        _pg_depth.n = depth + 1
+        try:
+            yield
+        finally:
+            _pg_depth.n -= 1
+        return
+    engine = create_engine(url, future=True)
+    try:
+        with engine.connect() as conn:
+            conn.execute(text("SELECT pg_advisory_lock(:k)"), {"k": _ADVISORY_KEY})
+            conn.commit()
+            _pg_depth.n = 1
+            try:
+                yield
+            finally:
+                _pg_depth.n = 0
+                conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": _ADVISORY_KEY})
+                conn.commit()
+    finally:
+        engine.dispose()
+
+
+_installed: str | None = None
+
+
+def guard_gradebook(url: str) -> None:
+    """Make nbgrader's ``Gradebook`` safe for several grading processes at once (see above).
+
+    Called once per nbgrader child process, before any nbgrader step runs.
+    """
+    global _installed
+    if _installed is not None:
+        return
+    _installed = url
+    from nbgrader.api import Gradebook
+    from nbgrader.converters import GenerateAssignment
+
+    path = sqlite_path(url)
+    if path is not None:
+        lock = _ReentrantFileLock(path.with_name(path.name + ".lock"))
+        original_init, original_close = Gradebook.__init__, Gradebook.close
+
+        def init(self, *args, **kwargs):
+            lock.acquire()
+            self._tlab_locked = True
+            try:
+                original_init(self, *args, **kwargs)
+            except BaseException:
+                self._tlab_locked = False
+                lock.release()
+                raise
+
+        def close(self):
+            try:
+                original_close(self)
+            finally:
+                if getattr(self, "_tlab_locked", False):
+                    self._tlab_locked = False
+                    lock.release()
+
+        Gradebook.__init__, Gradebook.close = init, close
+    elif is_postgres(url):
+        check_driver_available(url)
+        original_init = Gradebook.__init__
+        original_start = GenerateAssignment.start
+
+        def init(self, *args, **kwargs):
+            # Creating the tables (first use of an empty database) must happen once.
+            with postgres_advisory_lock(url):
+                original_init(self, *args, **kwargs)
+
+        def start(self, *args, **kwargs):
+            with postgres_advisory_lock(url):
+                return original_start(self, *args, **kwargs)
+
+        Gradebook.__init__ = init
+        GenerateAssignment.start = start
