@@ -19,17 +19,11 @@ from transformer_lab import bert_inputs as _ref
 from transformer_lab import masks as _masks
 from transformer_lab.checks._core import Case, Mistake, Runner, describe_args, generator
 from transformer_lab.checks._integrity import TRUSTED, Forbidden
+from transformer_lab.checks.softmax import signature_hint as _signature_hint
 
 __all__ = ["check_pair_inputs", "check_bert_embeddings"]
 
 _REF_PAIR = _ref.pair_inputs
-
-
-def _signature_hint(exc: BaseException, expected: str) -> str:
-    text = str(exc)
-    if isinstance(exc, TypeError) and ("argument" in text or "positional" in text):
-        return f"keep the signature `{expected}`"
-    return ""
 
 
 def _hint(signature: str, out_of_range: str = ""):

@@ -18,18 +18,11 @@ from torch import Tensor
 
 from transformer_lab.checks._core import Case, Mistake, Runner, describe_args, generator
 from transformer_lab.checks._integrity import TRUSTED
+from transformer_lab.checks.softmax import signature_hint
 
 __all__ = ["check_next_token_batch", "check_causal_lm_loss", "signature_hint"]
 
 ATOL, RTOL = 1e-5, 1e-4
-
-
-def signature_hint(exc: BaseException, expected: str) -> str:
-    """'keep the signature ...' when the student's function was called with arguments it lacks."""
-    text = str(exc)
-    if isinstance(exc, TypeError) and ("argument" in text or "positional" in text):
-        return f"keep the signature `{expected}`"
-    return ""
 
 
 # ---------------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from torch import Tensor, nn
 
 from transformer_lab.checks._core import Case, Mistake, Runner, describe_args, generator
 from transformer_lab.checks._integrity import TRUSTED, Forbidden
+from transformer_lab.checks.softmax import signature_hint
 from transformer_lab.models import vit as _vit
 
 __all__ = ["check_patchify", "check_linear_to_conv"]
@@ -19,8 +20,8 @@ __all__ = ["check_patchify", "check_linear_to_conv"]
 def _hint(expected: str):
     def hint(exc: BaseException, case: Case) -> str:
         text = str(exc)
-        if isinstance(exc, TypeError) and ("argument" in text or "positional" in text):
-            return f"keep the signature `{expected}`"
+        if signature_hint(exc, expected):
+            return signature_hint(exc, expected)
         if "Sizes of tensors must match" in text or "Tensors must have same number of dim" in text:
             return "the pieces you concatenate differ in shape: expand cls_token to (B, 1, C)"
         if "cannot be multiplied" in text:
