@@ -66,7 +66,7 @@ def merge_rescales_only_o(m1, l1, o1, m2, l2, o2):
     return m, l1 + l2, a1 * o1 + a2 * o2
 
 
-@wrong("merge_softmax_stats", "sign|exp(m1 - m)|inverse|reciprocal")
+@wrong("merge_softmax_stats", "sign|exp(m1 - m)|inverse|invert|reciprocal")
 def merge_inverted_exponent(m1, l1, o1, m2, l2, o2):
     m = torch.maximum(m1, m2)
     s = _safe(m)

@@ -22,16 +22,22 @@ __all__ = ["check_grouped_query_attention", "check_kv_cache_bytes", "check_slidi
 
 
 # ---------------------------------------------------------------------------------------------
-def _attend(q, k, v, scale=True):
+def _attend(q, k, v, scale=True, mask=None):
     s = q @ k.transpose(-2, -1)
-    if scale:
+    if scale is True:
         s = s / math.sqrt(q.shape[-1])
+    elif scale:
+        s = s / scale
+    if mask is not None:
+        s = s.masked_fill(~mask, float("-inf"))
     return torch.softmax(s, dim=-1) @ v
 
 
 def _gqa_mistakes(q, k, v) -> list[Mistake]:
     H, H_kv = q.shape[1], k.shape[1]
     group = H // H_kv
+    T, S, D = q.shape[2], k.shape[2], q.shape[3]
+    kr, vr = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)
     return [
         Mistake(
             "query head h reads key/value head h % H_kv (k.repeat tiles the heads); it should read "
@@ -61,7 +67,33 @@ def _gqa_mistakes(q, k, v) -> list[Mistake]:
             "(repeat_interleave over the head dimension)",
             lambda: _attend(q, k.repeat_interleave(group, 1), v.repeat(1, group, 1, 1)),
         ),
-    ]
+        Mistake(
+            "the keys are used as the values too: the weights must average v, attend(q, k, v)",
+            lambda: _attend(q, kr, kr),
+        ),
+        Mistake(
+            "the keys and the values are swapped: scores come from q and k, the output averages v",
+            lambda: _attend(q, vr, kr),
+        ),
+        Mistake(
+            "a causal mask is applied; this exercise has no mask: every query sees every key",
+            lambda: _attend(q, kr, vr, mask=torch.ones(T, S, dtype=torch.bool).tril(S - T)),
+        ),
+        Mistake(
+            "a causal mask is applied; this exercise has no mask: every query sees every key",
+            lambda: _attend(q, kr, vr, mask=torch.ones(T, S, dtype=torch.bool).tril()),
+        ),
+    ] + [
+        Mistake(
+            f"the scores are divided by {name} instead of sqrt(D) = sqrt({D})",
+            lambda value=value: _attend(q, kr, vr, scale=value),
+        )
+        for name, value in (
+            (f"D = {D}", D), (f"sqrt(S) = sqrt({S})", math.sqrt(S)), (f"sqrt(T) = sqrt({T})", math.sqrt(T)),
+            (f"sqrt(H) = sqrt({H})", math.sqrt(H)), (f"sqrt(H * D)", math.sqrt(H * D)), ("2", 2.0),
+        )
+        if abs(value - math.sqrt(D)) > 1e-9
+    ]  # fmt: skip
 
 
 def check_grouped_query_attention(grouped_query_attention, hidden: bool = False) -> None:
@@ -90,11 +122,13 @@ def check_grouped_query_attention(grouped_query_attention, hidden: bool = False)
         expected = _attend(q, k.repeat_interleave(H // H_kv, 1), v.repeat_interleave(H // H_kv, 1))
         out = run.expect_tensor(run.call(case), case, expected.shape, expected.dtype, "output")
         if not run.close(out, expected, 1e-5, 1e-5):
-            run.fail(
-                run.diagnose(out, _gqa_mistakes(q, k, v), 1e-5, 1e-5)
-                or run.mismatch(out, expected),
-                case,
+            message = run.diagnose(out, _gqa_mistakes(q, k, v), 1e-5, 1e-5)
+            if message:
+                run.fail(message, case)
+            case.data.update(
+                axes=("batch element", "head", "query", "feature"), dims={"D": D, "H": H, "S": S}
             )
+            run.explain(out, expected, case, (), 1e-5, 1e-5)
     q, k = torch.zeros(1, 6, 2, 4), torch.zeros(1, 4, 2, 4)
     bad = Case("H=6 query heads, H_kv=4", (q, k, k), {}, "q (1, 6, 2, 4), k and v (1, 4, 2, 4)")
     _expect_value_error(
@@ -172,13 +206,48 @@ def check_kv_cache_bytes(kv_cache_bytes, hidden: bool = False) -> None:
         ]
         matches = {message for n, message in known if n == value and n != expected}
         hint = matches.pop() if len(matches) == 1 else None  # two explanations fit: name neither
+        if hint is None and len(kwargs) < 2:  # the defaults: rerun with them spelled out
+            full = {"batch": B, "bytes_per_value": nbytes}
+            again, error, _ = run.attempt(args, full)
+            if error is None and again == expected:
+                hint = (
+                    f"right when batch and bytes_per_value are passed, wrong with the defaults: "
+                    f"the signature's defaults must be batch=1 and bytes_per_value=2 (yours give "
+                    f"{value:,})"
+                )
+        if hint is None and not matches:
+            hint = _factor_evidence(value, expected, L, H_kv, D, T, B, nbytes)
+        if hint:
+            run.fail(hint, case)
         run.fail(
-            hint
-            or f"expected {expected:,} bytes = 2 x {L} x {H_kv} x {D} x {T} x {B} x {nbytes}, "
+            f"expected {expected:,} bytes = 2 x {L} x {H_kv} x {D} x {T} x {B} x {nbytes}, "
             f"but yours gives {value:,}.",
             case,
+            named=False,
         )
     run.passed()
+
+
+def _factor_evidence(value, expected, L, H_kv, D, T, B, nbytes) -> str | None:
+    """The one set of the formula's factors that the student's number lacks (or has twice)."""
+    import itertools
+
+    factors = [("the factor 2 (a key and a value)", 2), ("n_layers", L), ("n_kv_heads", H_kv),
+               ("d_head", D), ("seq_len", T), ("batch", B), ("bytes_per_value", nbytes)]  # fmt: skip
+    fits = []
+    for r in (1, 2):
+        for combo in itertools.combinations(factors, r):
+            p = math.prod(v for _, v in combo)
+            if p == 1:
+                continue
+            names = " and ".join(n for n, _ in combo)
+            if value * p == expected:
+                fits.append(f"{names} {'is' if r == 1 else 'are'} missing from your product")
+            elif value == expected * p:
+                fits.append(f"{names} {'is' if r == 1 else 'are'} counted twice")
+        if fits:
+            break
+    return fits[0] + f" (expected {expected:,}, yours {value:,})" if len(fits) == 1 else None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -199,6 +268,9 @@ def _window_mistakes(T: int, w: int) -> list[Mistake]:
                 "query: t - window + 1 .. t",
                 lambda: ones.tril() & (torch.arange(T)[None, :] < w)),
         Mistake("that is the plain causal mask: limit it to the last window keys", lambda: ones.tril()),
+        Mistake("a query must see itself: the diagonal belongs to the window, t - window < s <= t "
+                "(window keys, the query's own included)",
+                lambda: ones.tril(-1) & ~ones.tril(-w - 1)),
     ]  # fmt: skip
 
 
@@ -216,11 +288,15 @@ def check_sliding_window_mask(sliding_window_mask, hidden: bool = False) -> None
         expected = _masks.sliding_window_mask(T, w)
         out = run.expect_tensor(run.call(case), case, (T, T), torch.bool, "mask")
         if not torch.equal(out, expected):
-            run.fail(
-                run.diagnose(out, _window_mistakes(T, w), 0, 0)
-                or run.mismatch(out, expected, "mask"),
-                case,
-            )
+            message = run.diagnose(out, _window_mistakes(T, w), 0, 0)
+            if message:
+                run.fail(message, case)
+            case.data["axes"] = ("query", "key")
+            run.explain(out, expected, case, (), 0, 0, what="mask")
     bad = Case("window=0", (5, 0), {}, "T=5, window=0")
     _expect_value_error(run, lambda: sliding_window_mask(5, 0), bad, ["0"], "a window of 0 keys")
+    bad = Case("window=-2", (5, -2), {}, "T=5, window=-2")
+    _expect_value_error(
+        run, lambda: sliding_window_mask(5, -2), bad, ["-2"], "a negative window (window < 1)"
+    )
     run.passed()

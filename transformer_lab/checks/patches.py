@@ -17,20 +17,47 @@ from transformer_lab.models import vit as _vit
 __all__ = ["check_patchify", "check_linear_to_conv"]
 
 
-def _hint(expected: str):
+def _hint(expected: str, shape_tip=None):
+    """Hints for an exception of the student's code. ``shape_tip(exc, case)``: what to check
+    when a shape error is raised (each exercise has its own shapes; None: no hint)."""
+
     def hint(exc: BaseException, case: Case) -> str:
         text = str(exc)
         if signature_hint(exc, expected):
             return signature_hint(exc, expected)
-        if "Sizes of tensors must match" in text or "Tensors must have same number of dim" in text:
-            return "the pieces you concatenate differ in shape: expand cls_token to (B, 1, C)"
-        if "cannot be multiplied" in text:
-            return "w_e is (C_in, C) in the course's row convention: compute patches @ w_e"
-        if isinstance(exc, RuntimeError) and ("shape" in text or "size" in text):
-            return "check each reshape against the shape comments: (B, C, H/P, P, W/P, P) first"
+        shape_error = isinstance(exc, RuntimeError) and (
+            "shape" in text or "size" in text or "must match" in text or "multiplied" in text
+        )
+        if shape_error and shape_tip is not None:
+            return shape_tip(exc, case) or ""
         return ""
 
     return hint
+
+
+def _patchify_tip(exc: BaseException, case: Case) -> str:
+    return "check each reshape against the shape comments: (B, C, H/P, P, W/P, P) first"
+
+
+def _embed_tip(exc: BaseException, case: Case) -> str:
+    text = str(exc)
+    if "Sizes of tensors must match" in text or "Tensors must have same number of dim" in text:
+        return "the pieces you concatenate differ in shape: expand cls_token to (B, 1, C)"
+    if "cannot be multiplied" in text:
+        return (
+            "w_e is (C_in, C) in the course's row convention: compute patches @ w_e (F.linear "
+            "would transpose it)"
+        )
+    return "check each shape: patchify gives (B, N, C_in), @ w_e (B, N, C), [CLS] (B, 1, C), pos (N + 1, C)"
+
+
+def _conv_tip(exc: BaseException, case: Case) -> str:
+    P, ch, C = case.data["P"], case.data["ch"], case.data["C"]
+    return (
+        f"the convolution is nn.Conv2d(n_channels, C, kernel_size=patch_size, stride=patch_size) "
+        f"= Conv2d({ch}, {C}, kernel_size={P}, stride={P}); its weight has shape ({C}, {ch}, {P}, "
+        f"{P}) (out_channels, in_channels, P, P): view linear.weight as that"
+    )
 
 
 def _expect_value_error(run: Runner, call, case: Case, must_name: list[str], what: str) -> None:
@@ -101,7 +128,35 @@ def _patchify_mistakes(x: Tensor, P: int) -> list[Mistake]:
             "(channel, row, column)",
             lambda: order(0, 2, 4, 5, 3, 1),
         ),
+        Mistake(
+            "the height and width are swapped in your reshape: (B, C, W/P, P, H/P, P) only works "
+            "for square images; split the height first, (B, C, H/P, P, W/P, P)",
+            lambda: (
+                x.reshape(B, C, gw, P, gh, P).permute(0, 2, 4, 1, 3, 5).reshape(B, -1, C * P * P)
+            ),
+        ),
     ]
+
+
+def _square_probe(run: Runner, patchify, case: Case) -> str | None:
+    """On a non-square image: is the student's function right on a square one? Then the bug
+    depends on H != W (height and width mixed up somewhere)."""
+    x, P = case.data["x"], case.data["P"]
+    B, C, H, W = x.shape
+    if H == W:
+        return None
+    side = max(H, W)
+    square = torch.randn(B, C, side, side, generator=generator(8011))
+    out, error, calls = run.attempt((square.clone(), P), {})
+    if error is None and not calls and TRUSTED.is_tensor(out):
+        want = _vit.patchify(square, P)
+        if out.shape == want.shape and TRUSTED.equal(out.detach(), want):
+            return (
+                f"right on square images but wrong on this {H} x {W} one: the height and width "
+                f"(H/P and W/P) are mixed up somewhere; the grid has H/P = {H // P} rows of "
+                f"W/P = {W // P} patches"
+            )
+    return None
 
 
 def _patchify_cases(hidden: bool) -> list[Case]:
@@ -123,7 +178,11 @@ def check_patchify(patchify, hidden: bool = False) -> None:
     __tracebackhide__ = True
     forbidden = [Forbidden("transformer_lab's reference patchify", function=_vit.patchify)]
     run = Runner(
-        "check_patchify", patchify, forbidden, hidden, _hint("patchify(images, patch_size)")
+        "check_patchify",
+        patchify,
+        forbidden,
+        hidden,
+        _hint("patchify(images, patch_size)", _patchify_tip),
     )
     for case in _patchify_cases(hidden):
         x, P = case.data["x"], case.data["P"]
@@ -143,7 +202,11 @@ def check_patchify(patchify, hidden: bool = False) -> None:
         )
         if not run.close(out, expected, 0.0, 0.0):
             message = run.diagnose(out, _patchify_mistakes(x, P), 0.0, 0.0)
-            run.fail(message or run.mismatch(out, expected, "patches"), case)
+            message = message or _square_probe(run, patchify, case)
+            if message:
+                run.fail(message, case)
+            case.data["axes"] = ("batch element", "patch", "feature")
+            run.explain(out, expected, case, (), 0.0, 0.0, what="patches")
     x = torch.zeros(1, 1, 6, 4)
     bad = Case("an image of 6 x 4 with P=4", (x, 4), {}, "images (1, 1, 6, 4), patch_size=4")
     _expect_value_error(
@@ -158,6 +221,13 @@ def check_patchify(patchify, hidden: bool = False) -> None:
 
 # ---------------------------------------------------------------------------------------------
 # the patch embedding as a convolution
+def _same_storage(a, b) -> bool:
+    try:
+        return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
+    except (AttributeError, RuntimeError):
+        return False
+
+
 def _conv_cases(hidden: bool) -> list[Case]:
     g = generator(9802 if hidden else 802)
     specs = [(2, 3, 6), (4, 1, 8), (3, 2, 5)] + ([(5, 3, 7), (2, 4, 12)] if hidden else [])
@@ -188,7 +258,7 @@ def check_linear_to_conv(linear_to_conv, hidden: bool = False) -> None:
             )
         ],
         hidden,
-        _hint("linear_to_conv(linear, patch_size, n_channels)"),
+        _hint("linear_to_conv(linear, patch_size, n_channels)", _conv_tip),
     )
     for case in _conv_cases(hidden):
         x, P, ch, C, linear = (case.data[k] for k in ("x", "P", "ch", "C", "linear"))
@@ -233,6 +303,19 @@ def check_linear_to_conv(linear_to_conv, hidden: bool = False) -> None:
                 case,
             )
         if run.close(got, expected, 1e-4, 1e-4):
+            shared = [
+                name
+                for name, mine, theirs in (("weight", conv.weight, linear.weight),
+                                           ("bias", conv.bias, linear.bias))
+                if mine is theirs or _same_storage(mine, theirs)
+            ]  # fmt: skip
+            if shared:
+                run.fail(
+                    f"right values, but the Conv2d's {' and '.join(shared)} share memory with the "
+                    f"Linear's (a view or the same Parameter), so training one changes the other; "
+                    f"copy them: conv.weight.copy_(...) under torch.no_grad().",
+                    case,
+                )
             continue
         w, b = linear.weight.detach(), linear.bias.detach()
         cw, cb = conv.weight.detach(), conv.bias.detach()
@@ -266,12 +349,31 @@ def check_linear_to_conv(linear_to_conv, hidden: bool = False) -> None:
                 "(out, in) = (C, channels*P*P), the layout Conv2d wants; view it as (C, channels, P, P)",
             ),
         ]
+        kernel = w.view(C, ch, P, P)
+        candidates += [
+            (kernel.flip(-1, -2), "each kernel is flipped (rotated by 180 degrees): Conv2d does not "
+             "flip its kernel (it computes a correlation), so copy the weight without flipping"),
+            (kernel.flip(-1), "each kernel is mirrored left-right (flipped along its columns): copy "
+             "the weight without flipping"),
+            (kernel.flip(-2), "each kernel is flipped upside down (along its rows): copy the weight "
+             "without flipping"),
+        ]  # fmt: skip
         for candidate, message in candidates:
             if run.close(cw, candidate, 1e-6, 1e-6):
                 run.fail(message + ".", case)
+        if cw.shape == kernel.shape and run.close(
+            cw.flatten(1).sort(-1).values, kernel.flatten(1).sort(-1).values, 1e-6, 1e-6
+        ):
+            run.fail(
+                "each output feature's kernel holds the right numbers of the Linear's row, but in "
+                "other places (a transpose, permute or flip): view linear.weight as (C, channels, "
+                "P, P) without moving anything.",
+                case,
+            )
         run.fail(
-            "the bias is right but the weight is not the Linear's weight viewed as (C, channels, P, P).",
+            "the bias is right but the weight is not the Linear's weight viewed as (C, channels, P, "
+            "P): " + run.mismatch(cw, kernel, "kernel"),
             case,
+            named=False,
         )
-        run.fail(run.mismatch(got, expected, "convolution's patch embeddings"), case)
     run.passed()

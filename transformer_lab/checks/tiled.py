@@ -10,11 +10,13 @@ import math
 
 import torch
 from torch import Tensor
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
 
 from transformer_lab import attention as _attention
 from transformer_lab import tiled as _tiled
 from transformer_lab.checks._core import Case, Mistake, Runner, describe_args, generator
-from transformer_lab.checks._integrity import Forbidden
+from transformer_lab.checks._integrity import TRUSTED, Forbidden
 from transformer_lab.checks.patches import _hint
 
 __all__ = ["check_merge_softmax_stats", "check_tiled_attention"]
@@ -30,6 +32,31 @@ def _stats(scores: Tensor, v: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     m = scores.amax(-1, keepdim=True)  # (..., T, 1)
     p = torch.exp(scores - torch.where(torch.isfinite(m), m, torch.zeros_like(m)))
     return m, p.sum(-1, keepdim=True), p @ v
+
+
+def _merge_tip(exc: BaseException, case: Case) -> str:
+    m = case.data["args"][0]
+    o = case.data["args"][2]
+    return (
+        f"m and l are {tuple(m.shape)} (..., T, 1) and o is {tuple(o.shape)} (..., T, Dv): keep the "
+        f"trailing 1 (keepdim) so that exp(m1 - m) broadcasts over o's Dv columns"
+    )
+
+
+def _tiled_tip(exc: BaseException, case: Case) -> str:
+    q, k, v = (case.data[x] for x in "qkv")
+    T, D, S, Dv = q.shape[-2], q.shape[-1], k.shape[-2], v.shape[-1]
+    tip = (
+        f"the scores come from the queries and a block of keys, q @ k[..., start:stop, :]^T -> "
+        f"(..., T, b), the output from the weights and the same block of values, "
+        f"p @ v[..., start:stop, :] -> (..., T, Dv); here T={T}, S={S}, D={D}, Dv={Dv}"
+    )
+    if case.data.get("mask") is not None:
+        tip = (
+            f"it fails with a mask ({tuple(case.data['mask'].shape)}, broadcastable to (..., T, S)): "
+            f"its columns are the keys, so slice it like them, mask[..., start:stop]; " + tip
+        )
+    return tip
 
 
 # ---------------------------------------------------------------------------------------------
@@ -116,7 +143,7 @@ def check_merge_softmax_stats(merge_softmax_stats, hidden: bool = False) -> None
         merge_softmax_stats,
         [Forbidden("transformer_lab's merge_softmax_stats", function=_tiled.merge_softmax_stats)],
         hidden,
-        _hint("merge_softmax_stats(m1, l1, o1, m2, l2, o2)"),
+        _hint("merge_softmax_stats(m1, l1, o1, m2, l2, o2)", _merge_tip),
     )
     for case in _merge_cases(hidden):
         args = case.data["args"]
@@ -127,6 +154,9 @@ def check_merge_softmax_stats(merge_softmax_stats, hidden: bool = False) -> None
                 f" of length {len(value)}" if isinstance(value, (tuple, list)) else ""
             )
             run.fail(f"expected a tuple (m, l, o), but your function returned a {kind}.", case)
+        order = _tuple_order(run, value, expected)
+        if order:
+            run.fail(f"the tuple is in the wrong order: you return ({order}); return (m, l, o).", case)
         got = [
             run.expect_tensor(x, case, e.shape, e.dtype, name)
             for x, e, name in zip(value, expected, "mlo")
@@ -158,13 +188,53 @@ def check_merge_softmax_stats(merge_softmax_stats, hidden: bool = False) -> None
         wrong = [
             name for name, g, e in zip("mlo", got, expected) if not run.matches(g, e, 1e-5, 1e-5)
         ]
+        message = _one_set_evidence(run, got, args, both)
+        if message:
+            run.fail(message, case)
         first = wrong[0]
         run.fail(
             f"{', '.join(wrong)} differ from the reference; "
             + run.mismatch(got["mlo".index(first)], expected["mlo".index(first)], first),
             case,
+            named=False,
         )
     run.passed()
+
+
+def _tuple_order(run: Runner, value: tuple, expected: tuple) -> str | None:
+    """'m, o, l' when the student's tuple is the right values in another order."""
+    import itertools
+
+    for perm in itertools.permutations(range(3)):
+        if perm == (0, 1, 2):
+            continue
+        if all(run.matches(value[i], expected[p], 1e-5, 1e-5) for i, p in enumerate(perm)):
+            return ", ".join("mlo"[p] for p in perm)
+    return None
+
+
+def _one_set_evidence(run: Runner, got, args, both) -> str | None:
+    """Per query: does l (and o) come from one set alone (the larger maximum's, or either)?"""
+    m1, l1, o1, m2, l2, o2 = args
+    m = torch.maximum(m1, m2)
+    safe = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
+    a1, a2 = torch.exp(m1 - safe), torch.exp(m2 - safe)
+    _, l, o = got
+    rows = both & ~torch.isclose(a1 * l1, a2 * l2)[..., 0]  # queries where the two sets differ
+    if not rows.any():
+        return None
+    pieces = ((l1, o1), (l2, o2), (a1 * l1, a1 * o1), (a2 * l2, a2 * o2))
+    one = torch.zeros_like(rows)
+    for pl, po in pieces:
+        one |= torch.isclose(l, pl, atol=1e-5, rtol=1e-5)[..., 0] & torch.isclose(
+            o, po, atol=1e-5, rtol=1e-5
+        ).all(-1)
+    if one[rows].all():
+        return (
+            "l and o hold only one of the two sets (the one with the larger maximum?): the union's "
+            "statistics are the sum of both, each rescaled to m, l = exp(m1 - m) l1 + exp(m2 - m) l2"
+        )
+    return None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -198,7 +268,8 @@ def _tiled_cases(hidden: bool) -> list[Case]:
 
 
 def _blockwise(q, k, v, block, mask, *, rescale_o=True, rescale_l=True, rescale=True,
-               normalise_each=False, mask_offset=True, scale=True, drop_last=False) -> Tensor:  # fmt: skip
+               normalise_each=False, mask_offset=True, scale=True, drop_last=False,
+               value_offset=True, normalise_block=False) -> Tensor:  # fmt: skip
     """The loop with one thing changed, for the catalogue of named mistakes."""
     S = k.shape[-2]
     m = torch.full((*q.shape[:-1], 1), float("-inf"))
@@ -214,7 +285,9 @@ def _blockwise(q, k, v, block, mask, *, rescale_o=True, rescale_l=True, rescale=
         if mask is not None:
             piece = mask[..., start:stop] if mask_offset else mask[..., : stop - start]
             s = s.masked_fill(~piece, float("-inf"))
-        m_b, l_b, o_b = _stats(s, v[..., start:stop, :])
+        m_b, l_b, o_b = _stats(s, v[..., start:stop, :] if value_offset else v[..., : stop - start, :])
+        if normalise_block:  # the block's output divided by its own sum before merging
+            o_b = o_b / torch.where(l_b > 0, l_b, torch.ones_like(l_b))
         total, n_blocks = (
             total + o_b / torch.where(l_b > 0, l_b, torch.ones_like(l_b)),
             n_blocks + 1,
@@ -265,6 +338,26 @@ def _tiled_mistakes(q, k, v, block, mask) -> list[Mistake]:
         ),
         Mistake("the scores are not divided by sqrt(D)", lambda: run(scale=False)),
         Mistake(
+            "each block's output is divided by its own sum before merging: keep o unnormalised "
+            "(sum of exp(score - m) * value) and divide by the running sum l once, at the end",
+            lambda: run(normalise_block=True),
+        ),
+        Mistake(
+            "every block uses the first values v[..., :b]: slice the values like the keys, "
+            "v[..., start:stop, :]",
+            lambda: run(value_offset=False),
+        ),
+        Mistake(
+            "the mask's polarity is reversed: True means 'may attend', so hide the keys where the "
+            "mask is False (masked_fill(~mask, -inf))",
+            lambda: _blockwise(q, k, v, block, None if mask is None else ~mask),
+        ),
+        Mistake(
+            "the mask is ignored: set the scores of masked keys to -inf in every block "
+            "(mask[..., start:stop])",
+            lambda: _blockwise(q, k, v, block, None) if mask is not None else None,
+        ),
+        Mistake(
             "the last, shorter block of keys is skipped: when S is not a multiple of block_size the "
             "final block holds the remaining S % block_size keys",
             lambda: run(drop_last=True),
@@ -288,7 +381,7 @@ def check_tiled_attention(tiled_attention, hidden: bool = False) -> None:
         tiled_attention,
         forbidden,
         hidden,
-        _hint("tiled_attention(q, k, v, block_size, mask=None)"),
+        _hint("tiled_attention(q, k, v, block_size, mask=None)", _tiled_tip),
     )
     for case in _tiled_cases(hidden):
         q, k, v, block, mask = (case.data[x] for x in ("q", "k", "v", "block", "mask"))
@@ -307,6 +400,84 @@ def check_tiled_attention(tiled_attention, hidden: bool = False) -> None:
                 )
             if rest_ok:
                 run.fail("a query whose keys are all masked must give zeros.", case)
+            nan_rows = out.isnan().any(-1) & ~empty  # (..., T): NaN although keys are visible
+            if nan_rows.any():
+                S = k.shape[-2]
+                blind = torch.stack(
+                    [~mask[..., a : a + block].any(-1) for a in range(0, S, block)]
+                ).any(0)  # (..., T): some block hides every key of this query
+                if blind.expand_as(nan_rows)[nan_rows].all():
+                    run.fail(
+                        "NaN for queries that do see keys, but not in every block: in a block "
+                        "where a query sees no key the block's maximum is -inf, and exp(-inf - "
+                        "(-inf)) is NaN; shift that block's scores by 0 instead of its -inf maximum",
+                        case,
+                    )
         message = run.diagnose(out, _tiled_mistakes(q, k, v, block, mask), 1e-5, 1e-5)
-        run.fail(message or run.mismatch(out, expected, "output"), case)
+        if message:
+            run.fail(message, case)
+        case.data["variations"] = [("mask", {"mask": None})] if mask is not None else []
+        case.data["masked_rows"] = None if mask is None else ~mask.any(-1)
+        run.explain(out, expected, case, (), 1e-5, 1e-5)
+    _tiling_probe(run)
     run.passed()
+
+
+class _Largest(TorchDispatchMode):
+    """Records the largest floating-point tensor any operation allocates (views excluded)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.numel, self.shape = 0, ()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        inputs = {
+            t.untyped_storage().data_ptr()
+            for t in tree_flatten((args, kwargs))[0]
+            if isinstance(t, Tensor)
+        }
+        for t in tree_flatten(out)[0]:
+            if (
+                isinstance(t, Tensor)
+                and t.is_floating_point()
+                and t.numel() > self.numel
+                and t.untyped_storage().data_ptr() not in inputs
+            ):
+                self.numel, self.shape = t.numel(), tuple(t.shape)
+        return out
+
+
+def _tiling_probe(run: Runner) -> None:
+    """The text asks that only (T, block_size) scores exist at a time. With many more keys than
+    a block holds, the largest tensor the function allocates tells a tiled loop (about
+    T x block_size numbers) from one that builds all T x S scores, or a block of queries
+    against all S keys. Generous: copies of k or v (S x D) are fine."""
+    __tracebackhide__ = True
+    g = generator(9909)
+    T, S, D, Dv, block = 64, 1024, 4, 3, 16
+    q, k, v = torch.randn(T, D, generator=g), torch.randn(S, D, generator=g), torch.randn(S, Dv, generator=g)
+    case = Case(f"T={T}, S={S}, blocks of {block} (memory)", (q, k, v, block), {},
+                describe_args(q=q, k=k, v=v, block_size=block))  # fmt: skip
+    run.n_cases += 1
+    with _Largest() as largest:
+        out, error, calls = run.attempt((q.clone(), k.clone(), v.clone(), block), {})
+    if error is not None or calls or not TRUSTED.is_tensor(out):
+        run.call(case)  # reports the error or the forbidden call as usual
+        return
+    limit = max(4 * T * block, 2 * S * max(D, Dv), 2 * T * max(D, Dv))
+    if largest.numel <= limit:
+        return
+    shape = largest.shape
+    if len(shape) >= 2 and shape[-1] == S and shape[-2] == T:
+        what = f"all T x S = {T} x {S} scores at once (a {shape} tensor)"
+    elif len(shape) >= 2 and shape[-1] == S:
+        what = f"a {shape} tensor: a block of queries against all S = {S} keys"
+    else:
+        what = f"a {shape} tensor ({largest.numel:,} numbers)"
+    run.fail(
+        f"the values are right, but your function builds {what}; tiled attention visits the keys "
+        f"in blocks of block_size, k[..., start:stop, :], so that only (T, block_size) = ({T}, "
+        f"{block}) scores exist at a time.",
+        case,
+    )
