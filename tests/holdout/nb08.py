@@ -266,7 +266,7 @@ def l2c_reshapes_linear_in_place(linear, patch_size, n_channels):
 # ---------------------------------------------------------------- Exercise 3: vit_embed
 
 
-@wrong("vit_embed", "pos|position")
+@wrong("vit_embed", "pos[|position table|rows 0..n-1")
 def embed_positions_shifted(images, patch_size, w_e, b_e, cls_token, pos):
     patches = patchify(images, patch_size) @ w_e + b_e  # (B, N, D)
     N = patches.shape[1]
@@ -302,7 +302,7 @@ def embed_f_linear(images, patch_size, w_e, b_e, cls_token, pos):
     return torch.cat([cls, patches], dim=1) + pos
 
 
-@wrong("vit_embed", "patchify|patch")
+@wrong("vit_embed", "patchify|strips")
 def embed_inline_reshape(images, patch_size, w_e, b_e, cls_token, pos):
     B, C, H, W = images.shape
     P = patch_size
@@ -406,7 +406,7 @@ def s2d_interleaved(grid_h, grid_w, d_model, base=10000.0):
     return torch.stack([r, c], dim=-1).reshape(grid_h * grid_w, d_model)  # r0 c0 r1 c1 ...
 
 
-@wrong("sinusoidal_2d", "multiple of 4|4")
+@wrong("sinusoidal_2d", "multiple of 4|divisible by 4")
 def s2d_checks_even_only(grid_h, grid_w, d_model, base=10000.0):
     if d_model % 2:
         raise ValueError(f"d_model must be even, but received d_model={d_model}.")
@@ -475,7 +475,7 @@ def s2d_ignores_base(grid_h, grid_w, d_model, base=10000.0):
     return _grid(rows, cols, grid_h, grid_w).reshape(grid_h * grid_w, d_model)
 
 
-@wrong("sinusoidal_2d", "row|order|repeat")
+@wrong("sinusoidal_2d", "row by row|n // grid_w|lies in row|repeat")
 def s2d_repeat_not_interleave(grid_h, grid_w, d_model, base=10000.0):
     _check4(d_model)
     half = d_model // 2
@@ -521,7 +521,7 @@ def rollout_max_over_heads(attentions):
     return rollout
 
 
-@wrong("attention_rollout", "0.5|half|sum to one|sums to|factor")
+@wrong("attention_rollout", "0.5 *|half|sum to 2|sum to one|sums to|factor")
 def rollout_identity_without_halves(attentions):
     rollout = None
     for weights in attentions:
@@ -561,7 +561,7 @@ def rollout_cls_row_only(attentions):
     return rollout[:, 0]
 
 
-@wrong("attention_rollout", "sum|mean|heads|factor|H")
+@wrong("attention_rollout", "summed|sum over|mean|average|factor h|heads")
 def rollout_sum_over_heads(attentions):
     rollout = None
     for weights in attentions:
@@ -605,4 +605,193 @@ def rollout_skips_first_layer(attentions):
     rollout = torch.eye(T).expand(attentions[0].shape[0], T, T)
     for weights in attentions[1:]:
         rollout = _mix(weights) @ rollout
+    return rollout
+
+
+# =====================================================================================
+# Written after tuning: never used to change the checks (their figure is reported apart).
+AFTER_TUNING_FROM = len(MISTAKES)
+
+
+@wrong("patchify", "inside|transpos|order|row|column")
+def after_patchify_unfold_swapped_inside(images, patch_size):
+    B, C, H, W = images.shape
+    P = patch_size
+    if H % P or W % P:
+        raise ValueError(f"image size {H}x{W} is not a multiple of patch_size={P}.")
+    x = images.unfold(2, P, P).unfold(3, P, P)  # (B, C, H/P, W/P, P, P)
+    return x.permute(0, 2, 3, 1, 5, 4).reshape(B, -1, C * P * P)
+
+
+@wrong("patchify", "ValueError|width|W")
+def after_patchify_checks_height_only(images, patch_size):
+    B, C, H, W = images.shape
+    P = patch_size
+    if H % P:
+        raise ValueError(f"height {H} is not a multiple of patch_size={P}.")
+    return patchify(images[..., : W // P * P], P)
+
+
+@wrong("patchify", "row by row|column by column|order|numbered")
+def after_patchify_loop_column_major(images, patch_size):
+    B, C, H, W = images.shape
+    P = patch_size
+    if H % P or W % P:
+        raise ValueError(f"image size {H}x{W} is not a multiple of patch_size={P}.")
+    patches = []
+    for j in range(W // P):  # columns in the outer loop
+        for i in range(H // P):
+            patches.append(images[:, :, i * P : (i + 1) * P, j * P : (j + 1) * P].reshape(B, -1))
+    return torch.stack(patches, dim=1)
+
+
+@wrong("patchify", "transpos|dims 0 and 1|batch")
+def after_patchify_stacked_on_dim0(images, patch_size):
+    B, C, H, W = images.shape
+    P = patch_size
+    if H % P or W % P:
+        raise ValueError(f"image size {H}x{W} is not a multiple of patch_size={P}.")
+    patches = [
+        images[:, :, i * P : (i + 1) * P, j * P : (j + 1) * P].reshape(B, -1)
+        for i in range(H // P)
+        for j in range(W // P)
+    ]
+    return torch.stack(patches)  # (N, B, C*P*P)
+
+
+@wrong("linear_to_conv", "cop|share")
+def after_l2c_data_assignment(linear, patch_size, n_channels):
+    P, D = patch_size, linear.out_features
+    conv = _conv(linear, P, n_channels)
+    conv.weight.data = linear.weight.data.view(D, n_channels, P, P)
+    conv.bias.data = linear.bias.data
+    return conv
+
+
+@wrong("linear_to_conv", "channel|order|in_channels")
+def after_l2c_channels_first_view(linear, patch_size, n_channels):
+    P, D = patch_size, linear.out_features
+    conv = _conv(linear, P, n_channels)
+    with torch.no_grad():
+        conv.weight.copy_(linear.weight.view(n_channels, D, P, P).transpose(0, 1))
+        conv.bias.copy_(linear.bias)
+    return conv
+
+
+@wrong("linear_to_conv", "Conv2d")
+def after_l2c_returns_weight(linear, patch_size, n_channels):
+    P, D = patch_size, linear.out_features
+    conv = _conv(linear, P, n_channels)
+    with torch.no_grad():
+        conv.weight.copy_(linear.weight.view(D, n_channels, P, P))
+        conv.bias.copy_(linear.bias)
+    return conv.weight
+
+
+@wrong("linear_to_conv", "no_grad")
+def after_l2c_without_no_grad(linear, patch_size, n_channels):
+    P, D = patch_size, linear.out_features
+    conv = _conv(linear, P, n_channels)
+    conv.weight.copy_(linear.weight.view(D, n_channels, P, P))  # in-place on a leaf with grad
+    conv.bias.copy_(linear.bias)
+    return conv
+
+
+@wrong("vit_embed", "batch|every image|first")
+def after_embed_first_image_patches(images, patch_size, w_e, b_e, cls_token, pos):
+    patches = patchify(images, patch_size) @ w_e + b_e
+    rows = [torch.cat([cls_token[None], patches[0]]) + pos for _ in range(images.shape[0])]
+    return torch.stack(rows)  # every image gets image 0's patches
+
+
+@wrong("vit_embed", "pos[|twice|position table|positions")
+def after_embed_positions_twice(images, patch_size, w_e, b_e, cls_token, pos):
+    patches = patchify(images, patch_size) @ w_e + b_e + pos[1:]
+    cls = cls_token.expand(images.shape[0], 1, -1)
+    return torch.cat([cls, patches], dim=1) + pos
+
+
+@wrong("vit_embed", "sqrt|scale|factor")
+def after_embed_whole_sequence_scaled(images, patch_size, w_e, b_e, cls_token, pos):
+    patches = patchify(images, patch_size) @ w_e + b_e
+    cls = cls_token.expand(images.shape[0], 1, -1)
+    return (torch.cat([cls, patches], dim=1) + pos) * math.sqrt(w_e.shape[1])
+
+
+@wrong("sinusoidal_2d", "grid_h|grid_w|row|column")
+def after_s2d_grid_sizes_swapped(grid_h, grid_w, d_model, base=10000.0):
+    _check4(d_model)
+    half = d_model // 2
+    rows, cols = sinusoidal_encoding(grid_w, half, base), sinusoidal_encoding(grid_h, half, base)
+    return _grid(rows, cols, grid_h, grid_w).reshape(grid_h * grid_w, d_model)
+
+
+@wrong("sinusoidal_2d", "half|width|D/2|frequenc|column")
+def after_s2d_columns_at_full_width(grid_h, grid_w, d_model, base=10000.0):
+    _check4(d_model)
+    half = d_model // 2
+    rows = sinusoidal_encoding(grid_h, half, base)
+    cols = sinusoidal_encoding(grid_w, d_model, base)[:, :half]
+    return _grid(rows, cols, grid_h, grid_w).reshape(grid_h * grid_w, d_model)
+
+
+@wrong("sinusoidal_2d", "6|d_model|name")
+def after_s2d_message_names_half(grid_h, grid_w, d_model, base=10000.0):
+    if d_model % 4:
+        raise ValueError(f"each half needs an even width, but it is {d_model // 2}.")
+    half = d_model // 2
+    rows, cols = sinusoidal_encoding(grid_h, half, base), sinusoidal_encoding(grid_w, half, base)
+    return _grid(rows, cols, grid_h, grid_w).reshape(grid_h * grid_w, d_model)
+
+
+@wrong("sinusoidal_2d", "sin/cos|cos first|sin and cos|cosine|pair")
+def after_s2d_cos_first(grid_h, grid_w, d_model, base=10000.0):
+    _check4(d_model)
+    half = d_model // 2
+
+    def pe(n):
+        freq = base ** (-torch.arange(0, half, 2, dtype=torch.float64) / half)
+        a = torch.arange(n, dtype=torch.float64)[:, None] * freq
+        return torch.stack([a.cos(), a.sin()], dim=-1).reshape(n, half).float()
+
+    return _grid(pe(grid_h), pe(grid_w), grid_h, grid_w).reshape(grid_h * grid_w, d_model)
+
+
+@wrong("attention_rollout", "heads|dim 1|mean|shape")
+def after_rollout_mean_last_dim(attentions):
+    rollout = None
+    for weights in attentions:
+        T = weights.shape[-1]
+        mixed = 0.5 * weights.mean(dim=-1) + 0.5 * torch.eye(T)
+        rollout = mixed if rollout is None else mixed @ rollout
+    return rollout
+
+
+@wrong("attention_rollout", "rows|sum|normalis|0.5")
+def after_rollout_normalised_columns(attentions):
+    rollout = None
+    for weights in attentions:
+        T = weights.shape[-1]
+        mixed = weights.mean(dim=1) + torch.eye(T)
+        mixed = mixed / mixed.sum(dim=-2, keepdim=True)  # columns, not rows
+        rollout = mixed if rollout is None else mixed @ rollout
+    return rollout
+
+
+@wrong("attention_rollout", "transpos")
+def after_rollout_transposed_layers(attentions):
+    rollout = None
+    for weights in attentions:
+        mixed = _mix(weights).transpose(-1, -2)
+        rollout = mixed if rollout is None else mixed @ rollout
+    return rollout
+
+
+@wrong("attention_rollout", "head|mean|average")
+def after_rollout_first_head(attentions):
+    rollout = None
+    for weights in attentions:
+        T = weights.shape[-1]
+        mixed = 0.5 * weights[:, 0] + 0.5 * torch.eye(T)
+        rollout = mixed if rollout is None else mixed @ rollout
     return rollout

@@ -47,19 +47,19 @@ def merge_returns_m_o_l(m1, l1, o1, m2, l2, o2):
     return m, o, l
 
 
-@wrong("merge_softmax_stats", "rescale|exp|maximum|shift")
+@wrong("merge_softmax_stats", "rescale|exp(|maximum|shift")
 def merge_sums_without_rescaling(m1, l1, o1, m2, l2, o2):
     return torch.maximum(m1, m2), l1 + l2, o1 + o2
 
 
-@wrong("merge_softmax_stats", "maximum|max|min")
+@wrong("merge_softmax_stats", "maximum|minimum|max(m1, m2)")
 def merge_uses_minimum(m1, l1, o1, m2, l2, o2):
     m = torch.minimum(m1, m2)
     a1, a2 = torch.exp(m1 - _safe(m)), torch.exp(m2 - _safe(m))
     return m, a1 * l1 + a2 * l2, a1 * o1 + a2 * o2
 
 
-@wrong("merge_softmax_stats", "l|sum")
+@wrong("merge_softmax_stats", "the sums l|running sum|l is not|l must|rescal")
 def merge_rescales_only_o(m1, l1, o1, m2, l2, o2):
     m = torch.maximum(m1, m2)
     a1, a2 = torch.exp(m1 - _safe(m)), torch.exp(m2 - _safe(m))
@@ -84,13 +84,13 @@ def merge_returns_normalised_output(m1, l1, o1, m2, l2, o2):
     return m, l, o
 
 
-@wrong("merge_softmax_stats", "maximum|shift|overflow|exp")
+@wrong("merge_softmax_stats", "maximum|shift|overflow|exp(")
 def merge_without_max_shift(m1, l1, o1, m2, l2, o2):
     a1, a2 = torch.exp(m1), torch.exp(m2)  # rescales to a maximum of 0, not m
     return torch.maximum(m1, m2), a1 * l1 + a2 * l2, a1 * o1 + a2 * o2
 
 
-@wrong("merge_softmax_stats", "-inf|empty|no key|m")
+@wrong("merge_softmax_stats", "-inf|empty|no key")
 def merge_returns_shift_as_max(m1, l1, o1, m2, l2, o2):
     s = _safe(torch.maximum(m1, m2))
     a1, a2 = torch.exp(m1 - s), torch.exp(m2 - s)
@@ -106,7 +106,7 @@ def merge_in_place(m1, l1, o1, m2, l2, o2):
     return m, l1, o1
 
 
-@wrong("merge_softmax_stats", "factor|2|half")
+@wrong("merge_softmax_stats", "factor|half|1/2|divided by 2")
 def merge_averages_the_sets(m1, l1, o1, m2, l2, o2):
     m = torch.maximum(m1, m2)
     a1, a2 = torch.exp(m1 - _safe(m)), torch.exp(m2 - _safe(m))
@@ -204,7 +204,7 @@ def tiled_range_stops_early(q, k, v, block_size, mask=None):
     return _finish(o, l)
 
 
-@wrong("tiled_attention", "mask|column|slice")
+@wrong("tiled_attention", "column|slice|mask[..., start:stop]")
 def tiled_mask_sliced_by_rows(q, k, v, block_size, mask=None):
     m, l, o = _init(q, v)
     for start in range(0, k.shape[-2], block_size):
@@ -242,7 +242,7 @@ def tiled_divides_by_zero(q, k, v, block_size, mask=None):
     return o / l
 
 
-@wrong("tiled_attention", "polarity|invert|reversed|True")
+@wrong("tiled_attention", "polarity|invert|reversed")
 def tiled_mask_inverted(q, k, v, block_size, mask=None):
     m, l, o = _init(q, v)
     for start in range(0, k.shape[-2], block_size):
@@ -282,7 +282,7 @@ def tiled_k_and_v_swapped(q, k, v, block_size, mask=None):
     return _finish(o, l)
 
 
-@wrong("tiled_attention", "mask|ignore")
+@wrong("tiled_attention", "mask is ignored|ignore")
 def tiled_ignores_mask(q, k, v, block_size, mask=None):
     m, l, o = _init(q, v)
     for start in range(0, k.shape[-2], block_size):
@@ -306,7 +306,7 @@ def tiled_tiles_queries_not_keys(q, k, v, block_size, mask=None):
     return torch.cat(outs, dim=-2)
 
 
-@wrong("tiled_attention", "values|v|slice|block")
+@wrong("tiled_attention", "values|slice")
 def tiled_values_not_offset(q, k, v, block_size, mask=None):
     m, l, o = _init(q, v)
     for start in range(0, k.shape[-2], block_size):
@@ -352,7 +352,7 @@ def gqa_message_one_count(q, k, v):
     return scaled_dot_product_attention(q, k, v)[0]
 
 
-@wrong("grouped_query_attention", "values|v")
+@wrong("grouped_query_attention", "values")
 def gqa_keys_as_values(q, k, v):
     H, H_kv, group = _heads(q, k)
     k = k.repeat_interleave(group, dim=1)
@@ -400,14 +400,14 @@ def gqa_causal(q, k, v):
     return scaled_dot_product_attention(q, k, v, causal_mask(q.shape[2], k.shape[2]))[0]
 
 
-@wrong("grouped_query_attention", "head 0|first|head")
+@wrong("grouped_query_attention", "head 0|first kv|h // ")
 def gqa_first_kv_head_only(q, k, v):
     H, H_kv, group = _heads(q, k)
     k, v = k[:, :1].expand(-1, H, -1, -1), v[:, :1].expand(-1, H, -1, -1)
     return scaled_dot_product_attention(q, k, v)[0]
 
 
-@wrong("grouped_query_attention", "dim|head|axis")
+@wrong("grouped_query_attention", "dim=1|dim 1|head dimension|heads")
 def gqa_repeats_along_keys(q, k, v):
     H, H_kv, group = _heads(q, k)
     k, v = k.repeat_interleave(group, dim=2), v.repeat_interleave(group, dim=2)  # along S
@@ -432,7 +432,7 @@ def gqa_manual_scale_by_d(q, k, v):
 # ---------------------------------------------------------------- Exercise 4: kv_cache_bytes
 
 
-@wrong("kv_cache_bytes", "2|keys and values|factor|twice")
+@wrong("kv_cache_bytes", "factor 2|keys and values|key and a value|twice")
 def kv_no_factor_two(n_layers, n_kv_heads, d_head, seq_len, batch=1, bytes_per_value=2):
     return n_layers * n_kv_heads * d_head * seq_len * batch * bytes_per_value
 
@@ -442,7 +442,7 @@ def kv_default_float32(n_layers, n_kv_heads, d_head, seq_len, batch=1, bytes_per
     return 2 * n_layers * n_kv_heads * d_head * seq_len * batch * bytes_per_value
 
 
-@wrong("kv_cache_bytes", "int")
+@wrong("kv_cache_bytes", "an int|int(")
 def kv_returns_float(n_layers, n_kv_heads, d_head, seq_len, batch=1, bytes_per_value=2):
     return 2.0 * n_layers * n_kv_heads * d_head * seq_len * batch * bytes_per_value
 
@@ -457,38 +457,38 @@ def kv_forgets_layers(n_layers, n_kv_heads, d_head, seq_len, batch=1, bytes_per_
     return 2 * n_kv_heads * d_head * seq_len * batch * bytes_per_value
 
 
-@wrong("kv_cache_bytes", "MiB|bytes|2**20|1024")
+@wrong("kv_cache_bytes", "MiB|2**20|2^20|1024 * 1024")
 def kv_returns_mib(n_layers, n_kv_heads, d_head, seq_len, batch=1, bytes_per_value=2):
     return 2 * n_layers * n_kv_heads * d_head * seq_len * batch * bytes_per_value // 2**20
 
 
-@wrong("kv_cache_bytes", "bits|8")
+@wrong("kv_cache_bytes", "bits")
 def kv_counts_bits(n_layers, n_kv_heads, d_head, seq_len, batch=1, bytes_per_value=2):
     return 2 * n_layers * n_kv_heads * d_head * seq_len * batch * bytes_per_value * 8
 
 
-@wrong("kv_cache_bytes", "d_head|D")
+@wrong("kv_cache_bytes", "d_head|head width")
 def kv_forgets_d_head(n_layers, n_kv_heads, d_head, seq_len, batch=1, bytes_per_value=2):
     return 2 * n_layers * n_kv_heads * seq_len * batch * bytes_per_value
 
 
-@wrong("kv_cache_bytes", "seq_len|square|T")
+@wrong("kv_cache_bytes", "seq_len|square|tokens")
 def kv_squares_seq_len(n_layers, n_kv_heads, d_head, seq_len, batch=1, bytes_per_value=2):
     return 2 * n_layers * n_kv_heads * d_head * seq_len**2 * batch * bytes_per_value
 
 
-@wrong("kv_cache_bytes", "int|tensor|Tensor")
+@wrong("kv_cache_bytes", "an int|int(|tensor")
 def kv_returns_tensor(n_layers, n_kv_heads, d_head, seq_len, batch=1, bytes_per_value=2):
     sizes = torch.tensor([2, n_layers, n_kv_heads, d_head, seq_len, batch, bytes_per_value])
     return sizes.prod()
 
 
-@wrong("kv_cache_bytes", "seq_len|token|one|+1|T")
+@wrong("kv_cache_bytes", "seq_len|token|+ 1|one more")
 def kv_counts_next_token(n_layers, n_kv_heads, d_head, seq_len, batch=1, bytes_per_value=2):
     return 2 * n_layers * n_kv_heads * d_head * (seq_len + 1) * batch * bytes_per_value
 
 
-@wrong("kv_cache_bytes", "n_kv_heads|heads|H")
+@wrong("kv_cache_bytes", "n_kv_heads|kv heads|key/value heads")
 def kv_forgets_heads(n_layers, n_kv_heads, d_head, seq_len, batch=1, bytes_per_value=2):
     return 2 * n_layers * d_head * seq_len * batch * bytes_per_value
 
@@ -505,14 +505,14 @@ def _ts(T):
     return torch.arange(T)[:, None], torch.arange(T)[None, :]
 
 
-@wrong("sliding_window_mask", "window|one|off-by-one|off by one|+1|too many")
+@wrong("sliding_window_mask", "off-by-one|off by one|window + 1|too many")
 def swm_one_too_many(T, window):
     _check_window(window)
     t, s = _ts(T)
     return (s <= t) & (s >= t - window)
 
 
-@wrong("sliding_window_mask", "window|one|off-by-one|off by one|too few")
+@wrong("sliding_window_mask", "off-by-one|off by one|window - 1|too few")
 def swm_one_too_few(T, window):
     _check_window(window)
     t, s = _ts(T)
@@ -526,7 +526,7 @@ def swm_symmetric_band(T, window):
     return (t - s).abs() < window
 
 
-@wrong("sliding_window_mask", "polarity|invert|True|reversed")
+@wrong("sliding_window_mask", "polarity|invert|reversed")
 def swm_inverted(T, window):
     _check_window(window)
     t, s = _ts(T)
@@ -569,7 +569,7 @@ def swm_float_mask(T, window):
     return ones.tril() - ones.tril(-window)  # 1.0 / 0.0 instead of True / False
 
 
-@wrong("sliding_window_mask", "window|longer|larger|exceed|T")
+@wrong("sliding_window_mask", "longer|larger|exceed|window=9|window >")
 def swm_diagonals_crash_when_window_exceeds_t(T, window):
     _check_window(window)
     m = torch.zeros(T, T, dtype=torch.bool)
@@ -590,3 +590,144 @@ def swm_four_dims(T, window):
     _check_window(window)
     t, s = _ts(T)
     return ((s <= t) & (s > t - window))[None, None]  # (1, 1, T, T): ready for attention
+
+
+# =====================================================================================
+# Written after tuning: never used to change the checks (their figure is reported apart).
+AFTER_TUNING_FROM = len(MISTAKES)
+
+
+@wrong("merge_softmax_stats", "exp(m2 - m)|second set|rescal")
+def after_merge_typo_a1_twice(m1, l1, o1, m2, l2, o2):
+    m = torch.maximum(m1, m2)
+    a1, a2 = torch.exp(m1 - _safe(m)), torch.exp(m2 - _safe(m))
+    return m, a1 * l1 + a2 * l2, a1 * o1 + a1 * o2
+
+
+@wrong("merge_softmax_stats", "shift|maximum|exp(")
+def after_merge_shift_clamped_at_zero(m1, l1, o1, m2, l2, o2):
+    m = torch.maximum(m1, m2)
+    shift = _safe(m).clamp(min=0)
+    a1, a2 = torch.exp(m1 - shift), torch.exp(m2 - shift)
+    return m, a1 * l1 + a2 * l2, a1 * o1 + a2 * o2
+
+
+@wrong("merge_softmax_stats", "exp(|exp2|base")
+def after_merge_exp2(m1, l1, o1, m2, l2, o2):
+    m = torch.maximum(m1, m2)
+    a1, a2 = torch.exp2(m1 - _safe(m)), torch.exp2(m2 - _safe(m))
+    return m, a1 * l1 + a2 * l2, a1 * o1 + a2 * o2
+
+
+@wrong("tiled_attention", "block|overlap|twice|step")
+def after_tiled_overlapping_blocks(q, k, v, block_size, mask=None):
+    m, l, o = _init(q, v)
+    step = max(1, block_size - 1)
+    for start in range(0, k.shape[-2], step):
+        stop = min(start + block_size, k.shape[-2])
+        scores = q @ k[..., start:stop, :].transpose(-2, -1) / math.sqrt(q.shape[-1])
+        if mask is not None:
+            scores = scores.masked_fill(~mask[..., start:stop], float("-inf"))
+        m, l, o = merge_softmax_stats(m, l, o, *_stats(scores, v[..., start:stop, :]))
+    return _finish(o, l)
+
+
+@wrong("tiled_attention", "rescal|maximum|exp(")
+def after_tiled_max_updated_first(q, k, v, block_size, mask=None):
+    m, l, o = _init(q, v)
+    for start in range(0, k.shape[-2], block_size):
+        stop = min(start + block_size, k.shape[-2])
+        scores = q @ k[..., start:stop, :].transpose(-2, -1) / math.sqrt(q.shape[-1])
+        if mask is not None:
+            scores = scores.masked_fill(~mask[..., start:stop], float("-inf"))
+        m_b, l_b, o_b = _stats(scores, v[..., start:stop, :])
+        m = torch.maximum(m, m_b)  # updated before the factors: exp(m - m) is always 1
+        a = torch.exp(m - _safe(m))
+        b = torch.exp(m_b - _safe(m))
+        l, o = a.nan_to_num(0.0) * l + b * l_b, a.nan_to_num(0.0) * o + b * o_b
+    return _finish(o, l)
+
+
+@wrong("tiled_attention", "block|(T, S)|full|tile|at once")
+def after_tiled_full_softmax_value_blocks(q, k, v, block_size, mask=None):
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    m = scores.amax(-1, keepdim=True)
+    p = torch.exp(scores - _safe(m))
+    w = p / torch.where(p.sum(-1, keepdim=True) > 0, p.sum(-1, keepdim=True), torch.ones_like(m))
+    out = 0
+    for start in range(0, k.shape[-2], block_size):  # only the values are visited in blocks
+        out = out + w[..., start : start + block_size] @ v[..., start : start + block_size, :]
+    return out
+
+
+@wrong("grouped_query_attention", "expand|repeat|H_kv|head")
+def after_gqa_expand(q, k, v):
+    H, H_kv, group = _heads(q, k)
+    B, _, S, D = k.shape
+    k, v = k.expand(B, H, S, D), v.expand(B, H, S, D)  # only works for H_kv = 1
+    return scaled_dot_product_attention(q, k, v)[0]
+
+
+@wrong("grouped_query_attention", "head|order|consecutive|group")
+def after_gqa_output_heads_reordered(q, k, v):
+    H, H_kv, group = _heads(q, k)
+    B, _, T, D = q.shape
+    qg = q.view(B, H_kv, group, T, D)
+    out = scaled_dot_product_attention(qg, k[:, :, None], v[:, :, None])[0]  # (B, H_kv, g, T, D)
+    return out.transpose(1, 2).reshape(B, H, T, D)  # heads come out interleaved
+
+
+@wrong("grouped_query_attention", "ValueError|multiple|H_kv")
+def after_gqa_check_inverted(q, k, v):
+    H, H_kv = q.shape[1], k.shape[1]
+    if H_kv % H != 0:
+        raise ValueError(f"H={H} is not a multiple of H_kv={H_kv}.")
+    k, v = k.repeat_interleave(H // H_kv, dim=1), v.repeat_interleave(H // H_kv, dim=1)
+    return scaled_dot_product_attention(q, k, v)[0]
+
+
+@wrong("kv_cache_bytes", "an int|int(")
+def after_kv_true_division(n_layers, n_kv_heads, d_head, seq_len, batch=1, bytes_per_value=2):
+    return 2 * n_layers * n_kv_heads * d_head * seq_len * batch * bytes_per_value / 1
+
+
+@wrong("kv_cache_bytes", "seq_len|token|one fewer|- 1")
+def after_kv_one_token_less(n_layers, n_kv_heads, d_head, seq_len, batch=1, bytes_per_value=2):
+    return 2 * n_layers * n_kv_heads * d_head * (seq_len - 1) * batch * bytes_per_value
+
+
+@wrong("kv_cache_bytes", "an int|int(")
+def after_kv_numpy_prod(n_layers, n_kv_heads, d_head, seq_len, batch=1, bytes_per_value=2):
+    import numpy as np
+
+    return np.prod([2, n_layers, n_kv_heads, d_head, seq_len, batch, bytes_per_value])
+
+
+@wrong("sliding_window_mask", "off-by-one|off by one|window + 1")
+def after_swm_triu_off_by_one(T, window):
+    _check_window(window)
+    ones = torch.ones(T, T, dtype=torch.bool)
+    return ones.tril() & ones.triu(-window)
+
+
+@wrong("sliding_window_mask", "future|causal")
+def after_swm_centred(T, window):
+    _check_window(window)
+    t, s = _ts(T)
+    return (t - s).abs() <= window // 2
+
+
+@wrong("sliding_window_mask", "ValueError")
+def after_swm_allows_zero(T, window):
+    if window < 0:
+        raise ValueError(f"window must be at least 1, but received window={window}.")
+    t, s = _ts(T)
+    return (s <= t) & (s > t - window)
+
+
+@wrong("sliding_window_mask", "tensor|Tensor|list")
+def after_swm_nested_lists(T, window):
+    _check_window(window)
+    return [[t - window < s <= t for s in range(T)] for t in range(T)]
