@@ -15,7 +15,7 @@ from transformer_lab import gqa as _gqa
 from transformer_lab import masks as _masks
 from transformer_lab.checks._core import Case, Mistake, Runner, describe_args, generator
 from transformer_lab.checks._integrity import Forbidden
-from transformer_lab.checks.patches import _expect_value_error, _hint
+from transformer_lab.checks.exercise_hints import _expect_value_error, _hint
 from transformer_lab.checks.tiled import _TORCH_ATTENTION
 
 __all__ = ["check_grouped_query_attention", "check_kv_cache_bytes", "check_sliding_window_mask"]
@@ -90,10 +90,30 @@ def _gqa_mistakes(q, k, v) -> list[Mistake]:
         )
         for name, value in (
             (f"D = {D}", D), (f"sqrt(S) = sqrt({S})", math.sqrt(S)), (f"sqrt(T) = sqrt({T})", math.sqrt(T)),
-            (f"sqrt(H) = sqrt({H})", math.sqrt(H)), (f"sqrt(H * D)", math.sqrt(H * D)), ("2", 2.0),
+            (f"sqrt(H) = sqrt({H})", math.sqrt(H)), ("sqrt(H * D)", math.sqrt(H * D)), ("2", 2.0),
         )
         if abs(value - math.sqrt(D)) > 1e-9
     ]  # fmt: skip
+
+
+def _gqa_tip(exc: BaseException, case: Case) -> str:
+    q, k = case.args[0], case.args[1]
+    H, H_kv = q.shape[1], k.shape[1]
+    return (
+        f"dim 1 holds the heads: q has H={H}, k and v H_kv={H_kv}; repeat each key/value head "
+        f"H // H_kv = {H // H_kv} times along dim 1 (repeat_interleave(H // H_kv, dim=1)) so "
+        f"that they have H heads too"
+    )
+
+
+def _window_tip(exc: BaseException, case: Case) -> str:
+    T, w = case.args
+    if w > T:
+        return (
+            f"it fails when the window ({w}) is longer than the sequence (T={T}): then every "
+            f"query sees all earlier keys, the plain causal mask"
+        )
+    return ""
 
 
 def check_grouped_query_attention(grouped_query_attention, hidden: bool = False) -> None:
@@ -109,7 +129,7 @@ def check_grouped_query_attention(grouped_query_attention, hidden: bool = False)
             _TORCH_ATTENTION,
         ],
         hidden,
-        _hint("grouped_query_attention(q, k, v)"),
+        _hint("grouped_query_attention(q, k, v)", _gqa_tip),
     )
     g = generator(9903 if hidden else 903)
     specs = [(2, 4, 2, 5, 7, 3), (1, 6, 3, 4, 4, 8), (2, 4, 1, 3, 6, 4), (1, 2, 2, 5, 5, 4)]
@@ -155,11 +175,13 @@ def check_kv_cache_bytes(kv_cache_bytes, hidden: bool = False) -> None:
         ((4, 4, 32, 64), {"bytes_per_value": 4}),
     ]
     specs += [((2, 1, 16, 10), {})]
+    specs += [((9, 5, 7, 11), {"batch": 3, "bytes_per_value": 4})]  # every factor apart
     if hidden:
         specs += [
             ((48, 8, 128, 32768), {"batch": 2}),
             ((6, 3, 24, 77), {"batch": 5, "bytes_per_value": 1}),
         ]
+    first_failure = None
     for args, kwargs in specs:
         L, H_kv, D, T = args
         B, nbytes = kwargs.get("batch", 1), kwargs.get("bytes_per_value", 2)
@@ -203,7 +225,20 @@ def check_kv_cache_bytes(kv_cache_bytes, hidden: bool = False) -> None:
                 "the factor 2 (keys and values) and bytes_per_value are missing",
             ),
             (2 * L * H_kv * D * T * B * 2, "bytes_per_value is ignored (2 used for every dtype)"),
+            (
+                expected // H_kv,
+                "n_kv_heads is missing: every key/value head keeps its own keys and values",
+            ),
+            (expected // D, "d_head is missing: each key and value holds d_head numbers"),
+            (expected // T, "seq_len is missing: the cache holds every token's key and value"),
+            (expected * T, "seq_len is counted twice: the cache grows linearly with the tokens"),
         ]
+        for unit, name in ((2**10, "KiB"), (2**20, "MiB"), (2**30, "GiB")):
+            known.append((expected // unit, f"that is {name} (bytes // 2**{unit.bit_length() - 1}), "
+                          f"not bytes; return the number of bytes"))  # fmt: skip
+        for dt in (1, -1):
+            known.append((expected // T * (T + dt), f"one token too {'many' if dt > 0 else 'few'}: the "
+                          f"cache holds exactly seq_len tokens (seq_len {'+' if dt > 0 else '-'} 1 used)"))  # fmt: skip
         matches = {message for n, message in known if n == value and n != expected}
         hint = matches.pop() if len(matches) == 1 else None  # two explanations fit: name neither
         if hint is None and len(kwargs) < 2:  # the defaults: rerun with them spelled out
@@ -219,12 +254,14 @@ def check_kv_cache_bytes(kv_cache_bytes, hidden: bool = False) -> None:
             hint = _factor_evidence(value, expected, L, H_kv, D, T, B, nbytes)
         if hint:
             run.fail(hint, case)
-        run.fail(
-            f"expected {expected:,} bytes = 2 x {L} x {H_kv} x {D} x {T} x {B} x {nbytes}, "
-            f"but yours gives {value:,}.",
-            case,
-            named=False,
-        )
+        if first_failure is None:  # no unique explanation here: another case may tell them apart
+            first_failure = (
+                f"expected {expected:,} bytes = 2 x {L} x {H_kv} x {D} x {T} x {B} x {nbytes}, "
+                f"but yours gives {value:,}.",
+                case,
+            )
+    if first_failure is not None:
+        run.fail(*first_failure, named=False)
     run.passed()
 
 
@@ -279,7 +316,7 @@ def check_sliding_window_mask(sliding_window_mask, hidden: bool = False) -> None
     __tracebackhide__ = True
     run = Runner("check_sliding_window_mask", sliding_window_mask,
                  [Forbidden("transformer_lab's sliding_window_mask", function=_masks.sliding_window_mask)],
-                 hidden, _hint("sliding_window_mask(T, window)"))  # fmt: skip
+                 hidden, lambda e, c: _window_tip(e, c) or _hint("sliding_window_mask(T, window)")(e, c))  # fmt: skip
     specs = [(7, 3), (5, 1), (6, 6), (4, 9), (8, 2)] + (
         [(13, 4), (20, 7), (3, 2)] if hidden else []
     )
@@ -289,6 +326,13 @@ def check_sliding_window_mask(sliding_window_mask, hidden: bool = False) -> None
         out = run.expect_tensor(run.call(case), case, (T, T), torch.bool, "mask")
         if not torch.equal(out, expected):
             message = run.diagnose(out, _window_mistakes(T, w), 0, 0)
+            future = out & ~torch.ones(T, T, dtype=torch.bool).tril()
+            if message is None and future.any():
+                t, s = future.nonzero()[0].tolist()
+                message = (
+                    f"the mask is not causal: query {t} may attend to key {s}, which comes after it; "
+                    f"a sliding window only looks back (t - window < s <= t)"
+                )
             if message:
                 run.fail(message, case)
             case.data["axes"] = ("query", "key")

@@ -10,8 +10,8 @@ from torch import Tensor
 
 from transformer_lab import interpret as _interpret
 from transformer_lab.checks._core import Case, Mistake, Runner, generator
-from transformer_lab.checks._integrity import Forbidden
-from transformer_lab.checks.patches import _hint
+from transformer_lab.checks._integrity import TRUSTED, Forbidden
+from transformer_lab.checks.exercise_hints import _hint
 
 __all__ = ["check_attention_rollout"]
 
@@ -127,7 +127,7 @@ def check_attention_rollout(attention_rollout, hidden: bool = False) -> None:
         out = run.expect_tensor(value, case, expected.shape, expected.dtype, "rollout", shape_hint)
         if not run.close(out, expected, 1e-5, 1e-5):
             message = run.diagnose(out, _rollout_mistakes(attentions), 1e-5, 1e-5)
-            message = message or _mix_evidence(run, out, attentions)
+            message = message or _mix_evidence(run, out, attentions, attention_rollout)
             if message:
                 run.fail(message, case)
             case.data.update(axes=("batch element", "token", "token"), sums_to_one=-1)
@@ -135,12 +135,35 @@ def check_attention_rollout(attention_rollout, hidden: bool = False) -> None:
     run.passed()
 
 
-def _mix_evidence(run: Runner, out: Tensor, attentions: list[Tensor]) -> str | None:
+def _mix_evidence(run: Runner, out: Tensor, attentions: list[Tensor], student=None) -> str | None:
     """Which layers, and which mix a * W + b * I, give the student's result? (Both found by
-    search: a layer range in order, and weights a, b from the usual suspects.)"""
+    search: a layer range in order, and weights a, b from the usual suspects.) With two heads a
+    sum over the heads looks like a = 1: then a probe with three heads tells them apart."""
+    if student is not None and attentions[0].shape[1] == 2:
+        probe = _random_attentions(generator(8041), 2, 2, 3, 5)  # L=2, B=2, H=3, T=5
+        got, error, calls = run.attempt(([a.clone() for a in probe],), {})
+        if error is None and not calls and TRUSTED.is_tensor(got) and got.shape == (2, 5, 5):
+            found = _mix_evidence(run, got.detach(), probe)
+            if found:
+                return found
     T = attentions[0].shape[-1]
+    H = attentions[0].shape[1]
     eye = torch.eye(T)
     L = len(attentions)
+
+    def compose_(layers: list[Tensor]) -> Tensor:
+        out = layers[0]
+        for a in layers[1:]:
+            out = a @ out
+        return out
+
+    if H > 1:
+        summed = [0.5 * w.sum(dim=1) + 0.5 * eye for w in attentions]
+        if run.close(out, compose_(summed), 1e-5, 1e-5):
+            return (
+                f"the heads are summed, not averaged: W is {H} times too large (a factor H); take "
+                f"the mean over dim 1, then mix 0.5 * W + 0.5 * I"
+            )
 
     def compose(layers: list[Tensor]) -> Tensor:
         out = layers[0]

@@ -10,14 +10,18 @@ import math
 
 import torch
 from torch import Tensor
-from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten
 
 from transformer_lab import attention as _attention
 from transformer_lab import tiled as _tiled
 from transformer_lab.checks._core import Case, Mistake, Runner, describe_args, generator
-from transformer_lab.checks._integrity import TRUSTED, Forbidden
-from transformer_lab.checks.patches import _hint
+from transformer_lab.checks._integrity import Forbidden
+from transformer_lab.checks.exercise_hints import _hint, _merge_tip, _tiled_tip
+from transformer_lab.checks.merge_evidence import (
+    _one_set_evidence,
+    _rescaling_evidence,
+    _tuple_order,
+)
+from transformer_lab.checks.tiling_probe import _tiling_probe
 
 __all__ = ["check_merge_softmax_stats", "check_tiled_attention"]
 
@@ -32,31 +36,6 @@ def _stats(scores: Tensor, v: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     m = scores.amax(-1, keepdim=True)  # (..., T, 1)
     p = torch.exp(scores - torch.where(torch.isfinite(m), m, torch.zeros_like(m)))
     return m, p.sum(-1, keepdim=True), p @ v
-
-
-def _merge_tip(exc: BaseException, case: Case) -> str:
-    m = case.data["args"][0]
-    o = case.data["args"][2]
-    return (
-        f"m and l are {tuple(m.shape)} (..., T, 1) and o is {tuple(o.shape)} (..., T, Dv): keep the "
-        f"trailing 1 (keepdim) so that exp(m1 - m) broadcasts over o's Dv columns"
-    )
-
-
-def _tiled_tip(exc: BaseException, case: Case) -> str:
-    q, k, v = (case.data[x] for x in "qkv")
-    T, D, S, Dv = q.shape[-2], q.shape[-1], k.shape[-2], v.shape[-1]
-    tip = (
-        f"the scores come from the queries and a block of keys, q @ k[..., start:stop, :]^T -> "
-        f"(..., T, b), the output from the weights and the same block of values, "
-        f"p @ v[..., start:stop, :] -> (..., T, Dv); here T={T}, S={S}, D={D}, Dv={Dv}"
-    )
-    if case.data.get("mask") is not None:
-        tip = (
-            f"it fails with a mask ({tuple(case.data['mask'].shape)}, broadcastable to (..., T, S)): "
-            f"its columns are the keys, so slice it like them, mask[..., start:stop]; " + tip
-        )
-    return tip
 
 
 # ---------------------------------------------------------------------------------------------
@@ -156,7 +135,9 @@ def check_merge_softmax_stats(merge_softmax_stats, hidden: bool = False) -> None
             run.fail(f"expected a tuple (m, l, o), but your function returned a {kind}.", case)
         order = _tuple_order(run, value, expected)
         if order:
-            run.fail(f"the tuple is in the wrong order: you return ({order}); return (m, l, o).", case)
+            run.fail(
+                f"the tuple is in the wrong order: you return ({order}); return (m, l, o).", case
+            )
         got = [
             run.expect_tensor(x, case, e.shape, e.dtype, name)
             for x, e, name in zip(value, expected, "mlo")
@@ -188,7 +169,7 @@ def check_merge_softmax_stats(merge_softmax_stats, hidden: bool = False) -> None
         wrong = [
             name for name, g, e in zip("mlo", got, expected) if not run.matches(g, e, 1e-5, 1e-5)
         ]
-        message = _one_set_evidence(run, got, args, both)
+        message = _one_set_evidence(run, got, args, both) or _rescaling_evidence(got, args, both)
         if message:
             run.fail(message, case)
         first = wrong[0]
@@ -199,42 +180,6 @@ def check_merge_softmax_stats(merge_softmax_stats, hidden: bool = False) -> None
             named=False,
         )
     run.passed()
-
-
-def _tuple_order(run: Runner, value: tuple, expected: tuple) -> str | None:
-    """'m, o, l' when the student's tuple is the right values in another order."""
-    import itertools
-
-    for perm in itertools.permutations(range(3)):
-        if perm == (0, 1, 2):
-            continue
-        if all(run.matches(value[i], expected[p], 1e-5, 1e-5) for i, p in enumerate(perm)):
-            return ", ".join("mlo"[p] for p in perm)
-    return None
-
-
-def _one_set_evidence(run: Runner, got, args, both) -> str | None:
-    """Per query: does l (and o) come from one set alone (the larger maximum's, or either)?"""
-    m1, l1, o1, m2, l2, o2 = args
-    m = torch.maximum(m1, m2)
-    safe = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
-    a1, a2 = torch.exp(m1 - safe), torch.exp(m2 - safe)
-    _, l, o = got
-    rows = both & ~torch.isclose(a1 * l1, a2 * l2)[..., 0]  # queries where the two sets differ
-    if not rows.any():
-        return None
-    pieces = ((l1, o1), (l2, o2), (a1 * l1, a1 * o1), (a2 * l2, a2 * o2))
-    one = torch.zeros_like(rows)
-    for pl, po in pieces:
-        one |= torch.isclose(l, pl, atol=1e-5, rtol=1e-5)[..., 0] & torch.isclose(
-            o, po, atol=1e-5, rtol=1e-5
-        ).all(-1)
-    if one[rows].all():
-        return (
-            "l and o hold only one of the two sets (the one with the larger maximum?): the union's "
-            "statistics are the sum of both, each rescaled to m, l = exp(m1 - m) l1 + exp(m2 - m) l2"
-        )
-    return None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -285,7 +230,9 @@ def _blockwise(q, k, v, block, mask, *, rescale_o=True, rescale_l=True, rescale=
         if mask is not None:
             piece = mask[..., start:stop] if mask_offset else mask[..., : stop - start]
             s = s.masked_fill(~piece, float("-inf"))
-        m_b, l_b, o_b = _stats(s, v[..., start:stop, :] if value_offset else v[..., : stop - start, :])
+        m_b, l_b, o_b = _stats(
+            s, v[..., start:stop, :] if value_offset else v[..., : stop - start, :]
+        )
         if normalise_block:  # the block's output divided by its own sum before merging
             o_b = o_b / torch.where(l_b > 0, l_b, torch.ones_like(l_b))
         total, n_blocks = (
@@ -421,63 +368,3 @@ def check_tiled_attention(tiled_attention, hidden: bool = False) -> None:
         run.explain(out, expected, case, (), 1e-5, 1e-5)
     _tiling_probe(run)
     run.passed()
-
-
-class _Largest(TorchDispatchMode):
-    """Records the largest floating-point tensor any operation allocates (views excluded)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.numel, self.shape = 0, ()
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        inputs = {
-            t.untyped_storage().data_ptr()
-            for t in tree_flatten((args, kwargs))[0]
-            if isinstance(t, Tensor)
-        }
-        for t in tree_flatten(out)[0]:
-            if (
-                isinstance(t, Tensor)
-                and t.is_floating_point()
-                and t.numel() > self.numel
-                and t.untyped_storage().data_ptr() not in inputs
-            ):
-                self.numel, self.shape = t.numel(), tuple(t.shape)
-        return out
-
-
-def _tiling_probe(run: Runner) -> None:
-    """The text asks that only (T, block_size) scores exist at a time. With many more keys than
-    a block holds, the largest tensor the function allocates tells a tiled loop (about
-    T x block_size numbers) from one that builds all T x S scores, or a block of queries
-    against all S keys. Generous: copies of k or v (S x D) are fine."""
-    __tracebackhide__ = True
-    g = generator(9909)
-    T, S, D, Dv, block = 64, 1024, 4, 3, 16
-    q, k, v = torch.randn(T, D, generator=g), torch.randn(S, D, generator=g), torch.randn(S, Dv, generator=g)
-    case = Case(f"T={T}, S={S}, blocks of {block} (memory)", (q, k, v, block), {},
-                describe_args(q=q, k=k, v=v, block_size=block))  # fmt: skip
-    run.n_cases += 1
-    with _Largest() as largest:
-        out, error, calls = run.attempt((q.clone(), k.clone(), v.clone(), block), {})
-    if error is not None or calls or not TRUSTED.is_tensor(out):
-        run.call(case)  # reports the error or the forbidden call as usual
-        return
-    limit = max(4 * T * block, 2 * S * max(D, Dv), 2 * T * max(D, Dv))
-    if largest.numel <= limit:
-        return
-    shape = largest.shape
-    if len(shape) >= 2 and shape[-1] == S and shape[-2] == T:
-        what = f"all T x S = {T} x {S} scores at once (a {shape} tensor)"
-    elif len(shape) >= 2 and shape[-1] == S:
-        what = f"a {shape} tensor: a block of queries against all S = {S} keys"
-    else:
-        what = f"a {shape} tensor ({largest.numel:,} numbers)"
-    run.fail(
-        f"the values are right, but your function builds {what}; tiled attention visits the keys "
-        f"in blocks of block_size, k[..., start:stop, :], so that only (T, block_size) = ({T}, "
-        f"{block}) scores exist at a time.",
-        case,
-    )

@@ -13,7 +13,7 @@ from transformer_lab import positional as _positional
 from transformer_lab.checks._core import Case, Mistake, Runner, describe_args, generator
 from transformer_lab.checks._evidence import _constant_factor
 from transformer_lab.checks._integrity import Forbidden
-from transformer_lab.checks.patches import _embed_tip, _expect_value_error, _hint
+from transformer_lab.checks.exercise_hints import _embed_tip, _expect_value_error, _hint
 from transformer_lab.models import vit as _vit
 
 __all__ = ["check_vit_embed", "check_sinusoidal_2d"]
