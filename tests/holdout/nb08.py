@@ -1,7 +1,13 @@
 """Holdout mistakes for notebook 08 (the vision transformer), written from the notebook's text and
 solution alone, before reading the checks.
 
-Measured before any change to the checks (main at f91667e): 58 mistakes: 43 named, 0 generic, 14 misleading, 1 passed.
+Figures (named / generic / misleading / passed), word lists as they stand (the first commit's
+lists had one-letter alternatives such as "T" that matched any message; they were replaced by
+words a student needs, before tuning, and "before" re-measured on main's checks):
+  the 58 mistakes written first:  before (main f91667e) 42 / 0 / 15 / 1;  after tuning 58 / 0 / 0 / 0
+  the 19 written after tuning:    on main 7 / 1 / 9 / 2;  first measured on the tuned checks
+                                  11 / 7 / 0 / 1; then the one hole it found (a width that is not
+                                  a multiple of P raised nothing) was closed: 12 / 7 / 0 / 0.
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ from transformer_lab import sinusoidal_encoding
 
 MISTAKES: list = []
 wrong = collector(MISTAKES, "08")
-NAMED_AT_LEAST = 0.0
+NAMED_AT_LEAST = 0.90
 
 
 def patchify(images, patch_size):

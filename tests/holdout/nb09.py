@@ -1,7 +1,15 @@
 """Holdout mistakes for notebook 09 (attention at scale), written from the notebook's text and
 solution alone, before reading the checks.
 
-Measured before any change to the checks (main at f91667e): 64 mistakes: 47 named, 1 generic, 13 misleading, 3 passed.
+Figures (named / generic / misleading / passed), word lists as they stand (the first commit's
+lists had one-letter alternatives such as "l" or "T" that matched any message; they were replaced
+before tuning and "before" re-measured on main's checks; "invert" was added to the alternatives of
+merge_inverted_exponent, whose verdict was right):
+  the 64 mistakes written first:  before (main f91667e) 37 / 2 / 22 / 3;  after tuning 64 / 0 / 0 / 0
+  the 16 written after tuning:    on main 8 / 0 / 7 / 1;  first measured on the tuned checks
+                                  9 / 6 / 1 / 0; then the one wrong name it found (a centred,
+                                  non-causal band called "shifted by one") was replaced by the
+                                  evidence "a key after the query is visible": 10 / 6 / 0 / 0.
 """
 
 # ruff: noqa: E741  (l is the paper's running sum)
@@ -17,7 +25,7 @@ from transformer_lab.masks import causal_mask
 
 MISTAKES: list = []
 wrong = collector(MISTAKES, "09")
-NAMED_AT_LEAST = 0.0
+NAMED_AT_LEAST = 0.92
 
 
 def _safe(m):

@@ -236,9 +236,8 @@ def check_kv_cache_bytes(kv_cache_bytes, hidden: bool = False) -> None:
         for unit, name in ((2**10, "KiB"), (2**20, "MiB"), (2**30, "GiB")):
             known.append((expected // unit, f"that is {name} (bytes // 2**{unit.bit_length() - 1}), "
                           f"not bytes; return the number of bytes"))  # fmt: skip
-        for dt in (1, -1):
-            known.append((expected // T * (T + dt), f"one token too {'many' if dt > 0 else 'few'}: the "
-                          f"cache holds exactly seq_len tokens (seq_len {'+' if dt > 0 else '-'} 1 used)"))  # fmt: skip
+        known.append((expected // T * (T + 1), "one token too many: the cache holds exactly "
+                      "seq_len tokens (seq_len + 1 used)"))  # fmt: skip
         matches = {message for n, message in known if n == value and n != expected}
         hint = matches.pop() if len(matches) == 1 else None  # two explanations fit: name neither
         if hint is None and len(kwargs) < 2:  # the defaults: rerun with them spelled out

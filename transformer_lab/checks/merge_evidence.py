@@ -57,9 +57,6 @@ def _rescaling_evidence(got, args, both) -> str | None:
         ("exp(m - m1) and exp(m - m2) (inverted)", torch.exp(safe - m1), torch.exp(safe - m2)),
         ("exp(m1) and exp(m2) (not shifted by the maximum m)", torch.exp(m1), torch.exp(m2)),
         ("half of exp(m1 - m) and exp(m2 - m) (the sets averaged)", a1 / 2, a2 / 2),
-        ("exp(m1 - m) for both sets", a1, a1),
-        ("exp(m2 - m) for both sets", a2, a2),
-        ("2^(m1 - m) and 2^(m2 - m) (exp2, not exp)", torch.exp2(m1 - safe), torch.exp2(m2 - safe)),
     ]
     if not both.any():
         return None

@@ -64,9 +64,9 @@ def _tiling_probe(run: Runner) -> None:
         return
     shape = largest.shape
     if len(shape) >= 2 and shape[-1] == S and shape[-2] == T:
-        what = f"all T x S = {T} x {S} scores at once (a {shape} tensor)"
+        what = f"a {shape} tensor, as large as all T x S = {T} x {S} scores at once"
     elif len(shape) >= 2 and shape[-1] == S:
-        what = f"a {shape} tensor: a block of queries against all S = {S} keys"
+        what = f"a {shape} tensor, the size of a block of queries against all S = {S} keys"
     else:
         what = f"a {shape} tensor ({largest.numel:,} numbers)"
     run.fail(
