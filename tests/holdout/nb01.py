@@ -49,7 +49,7 @@ def softmax_no_shift(x, dim=-1):
     return e / e.sum(dim=dim, keepdim=True)
 
 
-@wrong("softmax", "`dim`|dim=|along dim|argument")
+@wrong("softmax", "normalise along `dim`|the `dim` argument|ignores `dim`")
 def softmax_sum_last_dim(x, dim=-1):
     m = x.amax(dim=dim, keepdim=True)
     m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
@@ -237,16 +237,6 @@ def sdpa_returns_weights_first(q, k, v, mask=None):
 @wrong("scaled_dot_product_attention", "(out, weights)")
 def sdpa_returns_out_only(q, k, v, mask=None):
     return _sdpa(q, k, v, mask)[0]
-
-
-@wrong("scaled_dot_product_attention", "fully masked|nothing to attend|all -inf|entirely -inf")
-def sdpa_torch_softmax_nan(q, k, v, mask=None):
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
-    if mask is not None:
-        scores = scores.masked_fill(~mask, float("-inf"))
-    w = torch.exp(scores - scores.amax(-1, keepdim=True))  # textbook softmax: NaN on empty rows
-    w = w / w.sum(-1, keepdim=True)
-    return w @ v, w
 
 
 @wrong("scaled_dot_product_attention", "after the softmax|before the softmax")

@@ -539,13 +539,3 @@ def cross_mask_after_softmax(x_q, x_kv, w_q, w_k, w_v, mask=None):
     if mask is not None:
         w = w * mask
     return w @ v, w
-
-
-@wrong("cross_attention", "fully masked|nothing to attend|all -inf|entirely")
-def cross_nan_on_fully_masked(x_q, x_kv, w_q, w_k, w_v, mask=None):
-    q, k, v = x_q @ w_q, x_kv @ w_k, x_kv @ w_v
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
-    if mask is not None:
-        scores = scores.masked_fill(~mask, float("-inf"))
-    w = torch.softmax(scores, dim=-1)
-    return w @ v, w
