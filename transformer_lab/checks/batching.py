@@ -36,6 +36,7 @@ def check_pad_and_truncate(pad_and_truncate, hidden: bool = False) -> None:
     """Check ``pad_and_truncate(sequences, max_len, pad_id) -> (ids, lengths)`` against a direct
     construction, and that ``max_len < 1`` raises a ValueError."""
     __tracebackhide__ = True  # IPython hides this frame: students see their cell and the message
+
     def error_hint(exc: BaseException, case: Case) -> str:
         if isinstance(exc, ValueError) and case.args[1] >= 1:
             return (
