@@ -349,7 +349,7 @@ def rope_half_split_pairs(x, base=10000.0):
     return torch.cat([a * cos - b * sin, a * sin + b * cos], dim=-1)
 
 
-@wrong("apply_rope", "position", "axis|dim -2|dimension")
+@wrong("apply_rope", "position", "axis|dim -2|dimension|second-last")
 def rope_positions_from_first_axis(x, base=10000.0):
     D = x.shape[-1]
     _odd(D, "D")
@@ -432,7 +432,7 @@ def rope_base_ignored(x, base=10000.0):
     return _rope(x, 10000.0)
 
 
-@wrong("apply_rope", "revers")
+@wrong("apply_rope", "revers|backwards")
 def rope_positions_reversed(x, base=10000.0):
     T = x.shape[-2]
     return _rope(x, base, positions=torch.arange(T - 1, -1, -1, dtype=torch.float64))
@@ -471,7 +471,7 @@ def rope_one_angle_per_channel(x, base=10000.0):
     return out
 
 
-@wrong("apply_rope", "added|adds|instead of rotating")
+@wrong("apply_rope", "added|adds|instead of rotating|does not add")
 def rope_adds_sinusoids(x, base=10000.0):
     T, D = x.shape[-2], x.shape[-1]
     _odd(D, "D")
