@@ -407,3 +407,109 @@ def macs_returns_terms(T, C, D):
 @wrong("self_attention_macs", "not c|width d")
 def macs_attention_uses_c(T, C, D):
     return 3 * T * C * D + 2 * T * T * C
+
+
+# =============================================================================================
+# Written after tuning: never used to tune the checks (their figure is reported separately).
+AFTER_TUNING_FROM = len(MISTAKES)
+
+
+@wrong("softmax", "maximum|overflow|stable|stabil")
+def softmax_subtract_mean(x, dim=-1):
+    e = torch.exp(x - x.mean(dim=dim, keepdim=True))
+    return e / e.sum(dim=dim, keepdim=True)
+
+
+@wrong("softmax", "maximum|overflow|clamp|clip")
+def softmax_clamp_scores(x, dim=-1):
+    e = torch.exp(x.clamp(max=80.0))  # "so exp cannot overflow"
+    return e / e.sum(dim=dim, keepdim=True)
+
+
+@wrong("softmax", "sum|normalis|divide")
+def softmax_unnormalised(x, dim=-1):
+    m = x.amax(dim=dim, keepdim=True)
+    m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
+    return torch.exp(x - m)
+
+
+@wrong("scaled_dot_product_attention", "instead of sqrt|by d ")
+def sdpa_scales_q_and_k(q, k, v, mask=None):
+    d = math.sqrt(q.shape[-1])
+    scores = (q / d) @ (k / d).transpose(-2, -1)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    w = _softmax(scores)
+    return w @ v, w
+
+
+@wrong("scaled_dot_product_attention", "fully masked|nothing to attend|-inf")
+def sdpa_mask_minus_1e4(q, k, v, mask=None):
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = torch.where(mask, scores, torch.tensor(-1e4))
+    w = _softmax(scores)
+    return w @ v, w
+
+
+@wrong("scaled_dot_product_attention", "mask")
+def sdpa_returns_unmasked_weights(q, k, v, mask=None):
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    unmasked = _softmax(scores)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    return _softmax(scores) @ v, unmasked
+
+
+@wrong("scaled_dot_product_attention", "transpose|q k^t|k q^t")
+def sdpa_scores_k_times_q(q, k, v, mask=None):
+    scores = k @ q.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (S, T)
+    if mask is not None:
+        scores = scores.masked_fill(~mask.transpose(-2, -1), float("-inf"))
+    w = _softmax(scores).transpose(-2, -1)
+    return w @ v, w
+
+
+@wrong("self_attention", "transpos")
+def sa_out_from_transposed_weights(x, w_q, w_k, w_v):
+    q, k, v = x @ w_q, x @ w_k, x @ w_v
+    w = _softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]))
+    return w.transpose(-2, -1) @ v, w
+
+
+@wrong("self_attention", "sqrt(c)|model width")
+def sa_scale_by_rows_of_w_q(x, w_q, w_k, w_v):
+    q, k, v = x @ w_q, x @ w_k, x @ w_v
+    w = _softmax(q @ k.transpose(-2, -1) / math.sqrt(w_q.shape[0]))
+    return w @ v, w
+
+
+@wrong("self_attention", "w_q")
+def sa_queries_with_w_k(x, w_q, w_k, w_v):
+    return _sdpa(x @ w_k, x @ w_k, x @ w_v)
+
+
+@wrong("self_attention", "leading|batch dim|unsqueeze|squeeze|(5, 5)|(5, 4)")
+def sa_always_batched(x, w_q, w_k, w_v):
+    x = x.unsqueeze(0) if x.dim() == 2 else x
+    return _sdpa(x @ w_q, x @ w_k, x @ w_v)
+
+
+@wrong("self_attention_macs", "extra term|bias")
+def macs_counts_bias_adds(T, C, D):
+    return 3 * T * C * D + 2 * T * T * D + 3 * T * D
+
+
+@wrong("self_attention_macs", "t^2*d|t x t")
+def macs_t_minus_one(T, C, D):
+    return 3 * T * C * D + 2 * T * (T - 1) * D
+
+
+@wrong("self_attention_macs", "half|2|factor")
+def macs_halved(T, C, D):
+    return (3 * T * C * D + 2 * T * T * D) // 2
+
+
+@wrong("self_attention_macs", "t*c*d|per token|factor t")
+def macs_per_token(T, C, D):
+    return 3 * C * D + 2 * T * D

@@ -465,3 +465,149 @@ def torch_mha_w_o_in_value_slot(w_q, w_k, w_v, w_o, n_heads):
         module.in_proj_weight.copy_(torch.cat([w_q.T, w_k.T, w_o.T], dim=0))
         module.out_proj.weight.copy_(w_v.T)
     return module.eval()
+
+
+# =============================================================================================
+# Written after tuning: never used to tune the checks (their figure is reported separately).
+AFTER_TUNING_FROM = len(MISTAKES)
+
+
+@wrong("split_heads", "swapped|transpos|permuted|order of the axes")
+def split_stack_heads_first(x, n_heads):
+    B, T, C = x.shape
+    if C % n_heads:
+        raise ValueError(f"C={C} is not divisible by n_heads={n_heads}")
+    return torch.stack(x.chunk(n_heads, dim=-1), dim=0)  # (H, B, T, D)
+
+
+@wrong("split_heads", "valueerror")
+def split_type_error(x, n_heads):
+    B, T, C = x.shape
+    if C % n_heads:
+        raise TypeError(f"C={C} is not divisible by n_heads={n_heads}")
+    return x.reshape(B, T, n_heads, C // n_heads).transpose(1, 2)
+
+
+@wrong("split_heads", "valueerror|divisible|raise")
+def split_inverted_condition(x, n_heads):
+    B, T, C = x.shape
+    if not C % n_heads:  # the condition the wrong way round
+        raise ValueError(f"C={C} is not divisible by n_heads={n_heads}")
+    return x.reshape(B, T, n_heads, C // n_heads).transpose(1, 2)
+
+
+@wrong("split_heads", "n_heads|swapped|heads and|interleav")
+def split_minus_one_in_wrong_place(x, n_heads):
+    B, T, C = x.shape
+    if C % n_heads:
+        raise ValueError(f"C={C} is not divisible by n_heads={n_heads}")
+    return x.reshape(B, T, -1, n_heads).permute(0, 3, 1, 2)
+
+
+@wrong("merge_heads", "transpose|order")
+def merge_transposes_last_two(x):
+    B, H, T, D = x.shape
+    return x.transpose(2, 3).reshape(B, T, H * D)
+
+
+@wrong("merge_heads", "reshape|flatten")
+def merge_flattens_everything(x):
+    return x.transpose(1, 2).flatten(1)  # (B, T*H*D)
+
+
+@wrong("merge_heads", "transpose(1, 2)|wrong order|order")
+def merge_transposes_batch_and_heads(x):
+    B, H, T, D = x.shape
+    return x.transpose(0, 1).reshape(B, T, H * D)
+
+
+@wrong("merge_heads", "concatenat|all heads|first head")
+def merge_keeps_first_head(x):
+    return x[:, 0]
+
+
+@wrong("multi_head_attention", "x_kv")
+def mha_values_from_x_q(x_q, x_kv, w_q, w_k, w_v, w_o, n_heads, mask=None):
+    if x_q.shape[1] != x_kv.shape[1]:
+        v = _split(x_kv @ w_v, n_heads)
+    else:
+        v = _split(x_q @ w_v, n_heads)
+    q, k = _split(x_q @ w_q, n_heads), _split(x_kv @ w_k, n_heads)
+    out, w = scaled_dot_product_attention(q, k, v, mask)
+    return _merge(out) @ w_o, w
+
+
+@wrong("multi_head_attention", "mask|expand|broadcast")
+def mha_loop_mask_not_expanded(x_q, x_kv, w_q, w_k, w_v, w_o, n_heads, mask=None):
+    q, k, v = x_q @ w_q, x_kv @ w_k, x_kv @ w_v
+    D = q.shape[-1] // n_heads
+    outs, ws = [], []
+    for h in range(n_heads):
+        cols = slice(h * D, (h + 1) * D)
+        m = None if mask is None else mask[:, h]  # no expand: wrong for (T, S) masks
+        o, w = scaled_dot_product_attention(q[..., cols], k[..., cols], v[..., cols], m)
+        outs.append(o)
+        ws.append(w)
+    return torch.cat(outs, dim=-1) @ w_o, torch.stack(ws, dim=1)
+
+
+@wrong("multi_head_attention", "sqrt(d)|head width|scal")
+def mha_scale_sqrt_c_over_h(x_q, x_kv, w_q, w_k, w_v, w_o, n_heads, mask=None):
+    q, k, v = _split(x_q @ w_q, n_heads), _split(x_kv @ w_k, n_heads), _split(x_kv @ w_v, n_heads)
+    scores = q @ k.transpose(-2, -1) / (math.sqrt(x_q.shape[-1]) / n_heads)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    w = torch.softmax(scores, dim=-1).nan_to_num(0.0)
+    return _merge(w @ v) @ w_o, w
+
+
+@wrong("multi_head_attention", "permuted|order of the axes|swapped|stack")
+def mha_loop_weights_stacked_last(x_q, x_kv, w_q, w_k, w_v, w_o, n_heads, mask=None):
+    q, k, v = x_q @ w_q, x_kv @ w_k, x_kv @ w_v
+    B, T, C = q.shape
+    S = k.shape[1]
+    D = C // n_heads
+    outs, ws = [], []
+    for h in range(n_heads):
+        cols = slice(h * D, (h + 1) * D)
+        m = None if mask is None else mask.expand(B, n_heads, T, S)[:, h]
+        o, w = scaled_dot_product_attention(q[..., cols], k[..., cols], v[..., cols], m)
+        outs.append(o)
+        ws.append(w)
+    return torch.cat(outs, dim=-1) @ w_o, torch.stack(ws, dim=-1)  # (B, T, S, H)
+
+
+@wrong("multi_head_attention", "residual|x_q|add")
+def mha_adds_residual(x_q, x_kv, w_q, w_k, w_v, w_o, n_heads, mask=None):
+    q, k, v = _split(x_q @ w_q, n_heads), _split(x_kv @ w_k, n_heads), _split(x_kv @ w_v, n_heads)
+    out, w = scaled_dot_product_attention(q, k, v, mask)
+    return x_q + _merge(out) @ w_o, w
+
+
+@wrong("to_torch_mha", "no_grad")
+def torch_mha_without_no_grad(w_q, w_k, w_v, w_o, n_heads):
+    C = w_q.shape[0]
+    module = nn.MultiheadAttention(C, n_heads, bias=False, batch_first=True)
+    module.in_proj_weight.copy_(torch.cat([w_q.T, w_k.T, w_v.T], dim=0))
+    module.out_proj.weight.copy_(w_o.T)
+    return module.eval()
+
+
+@wrong("to_torch_mha", "num_heads|n_heads")
+def torch_mha_heads_as_width(w_q, w_k, w_v, w_o, n_heads):
+    C = w_q.shape[0]
+    module = nn.MultiheadAttention(C, C // n_heads, bias=False, batch_first=True)
+    with torch.no_grad():
+        module.in_proj_weight.copy_(torch.cat([w_q.T, w_k.T, w_v.T], dim=0))
+        module.out_proj.weight.copy_(w_o.T)
+    return module.eval()
+
+
+@wrong("to_torch_mha", "order|w_q")
+def torch_mha_order_k_q_v(w_q, w_k, w_v, w_o, n_heads):
+    C = w_q.shape[0]
+    module = nn.MultiheadAttention(C, n_heads, bias=False, batch_first=True)
+    with torch.no_grad():
+        module.in_proj_weight.copy_(torch.cat([w_k.T, w_q.T, w_v.T], dim=0))
+        module.out_proj.weight.copy_(w_o.T)
+    return module.eval()

@@ -12,6 +12,8 @@ mistake correctly in other terms (a swap of dims 0 and 1 for weights stacked on 
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from tests.holdout._harness import collector
@@ -479,3 +481,118 @@ def rope_adds_sinusoids(x, base=10000.0):
     pe = torch.zeros(T, D, dtype=torch.float64)
     pe[:, 0::2], pe[:, 1::2] = torch.sin(angles), torch.cos(angles)
     return x + pe.to(x.dtype)
+
+
+# =============================================================================================
+# Written after tuning: never used to tune the checks (their figure is reported separately).
+AFTER_TUNING_FROM = len(MISTAKES)
+
+
+@wrong("sinusoidal_encoding", "n_positions|rows|(4, 4)|(1, 2)")
+def sin_one_extra_row(n_positions, d_model, base=10000.0):
+    _odd(d_model)
+    t = torch.arange(n_positions + 1, dtype=torch.float64)
+    return _table(t, _theta(d_model, base), n_positions + 1, d_model)
+
+
+@wrong("sinusoidal_encoding", "frequenc|exponent|base")
+def sin_log10_base(n_positions, d_model, base=10000.0):
+    _odd(d_model)
+    i2 = torch.arange(0, d_model, 2, dtype=torch.float64)
+    theta = torch.exp(-i2 * math.log10(base) / d_model)  # log10 where the natural log belongs
+    return _table(torch.arange(n_positions, dtype=torch.float64), theta, n_positions, d_model)
+
+
+@wrong("sinusoidal_encoding", "valueerror|odd")
+def sin_odd_check_too_narrow(n_positions, d_model, base=10000.0):
+    if d_model < 2:
+        raise ValueError(f"d_model must be at least 2, but received d_model={d_model}.")
+    theta = _theta(d_model, base)
+    angles = torch.arange(n_positions, dtype=torch.float64)[:, None] * theta
+    pe = torch.zeros(n_positions, d_model, dtype=torch.float64)
+    pe[:, 0::2] = torch.sin(angles)
+    pe[:, 1::2] = torch.cos(angles[:, : d_model // 2])
+    return pe.float()
+
+
+@wrong("sinusoidal_encoding", "position|integer")
+def sin_even_positions(n_positions, d_model, base=10000.0):
+    _odd(d_model)
+    t = torch.arange(0, 2 * n_positions, 2, dtype=torch.float64)
+    return _table(t, _theta(d_model, base), n_positions, d_model)
+
+
+@wrong("shift_matrix", "exponent|frequenc")
+def shift_exponent_half_width(k, d_model, base=10000.0):
+    theta = base ** (-torch.arange(0, d_model, 2, dtype=torch.float64) / (d_model // 2))
+    return _blocks(torch.cos(k * theta), torch.sin(k * theta), d_model).float()
+
+
+@wrong("shift_matrix", "negative|sign|-k|abs|transpos|other way")
+def shift_abs_k(k, d_model, base=10000.0):
+    theta = _theta(d_model, base)
+    return _blocks(torch.cos(abs(k) * theta), torch.sin(abs(k) * theta), d_model).float()
+
+
+@wrong("shift_matrix", "exponent|frequenc|pair 0|i = 0")
+def shift_theta_from_pair_one(k, d_model, base=10000.0):
+    theta = base ** (-torch.arange(2, d_model + 2, 2, dtype=torch.float64) / d_model)
+    return _blocks(torch.cos(k * theta), torch.sin(k * theta), d_model).float()
+
+
+@wrong("offset_dot_product", "float32|dtype")
+def offset_returns_long(k, d_model, base=10000.0):
+    theta = _theta(d_model, base)
+    return torch.cos(k.double()[..., None] * theta).sum(-1).round().long()
+
+
+@wrong("offset_dot_product", "frequenc|angle|twice|2k")
+def offset_double_angle(k, d_model, base=10000.0):
+    theta = _theta(d_model, base)
+    return torch.cos(2 * k.double()[..., None] * theta).sum(-1).float()
+
+
+@wrong("offset_dot_product", "pair 0|c/2|every pair|i = 0")
+def offset_skips_pair_zero(k, d_model, base=10000.0):
+    theta = _theta(d_model, base)[1:]
+    return torch.cos(k.double()[..., None] * theta).sum(-1).float()
+
+
+@wrong("apply_rope", "position|frequenc")
+def rope_positions_doubled(x, base=10000.0):
+    T = x.shape[-2]
+    return _rope(x, base, positions=2 * torch.arange(T, dtype=torch.float64))
+
+
+@wrong("apply_rope", "pair|every pair|half")
+def rope_first_half_of_pairs(x, base=10000.0):
+    out = _rope(x, base)
+    h = x.shape[-1] // 2 // 2 * 2  # only the channels of the first half are rotated
+    out[..., h:] = x[..., h:]
+    return out
+
+
+@wrong("apply_rope", "angle|(t, d/2)|shape|transpos")
+def rope_angles_transposed(x, base=10000.0):
+    T, D = x.shape[-2], x.shape[-1]
+    _odd(D, "D")
+    angles = _theta(D, base)[:, None] * torch.arange(T, dtype=torch.float64)[None, :]  # (D/2, T)
+    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+    even, odd = x[..., 0::2], x[..., 1::2]
+    out = torch.empty_like(x)
+    out[..., 0::2] = even * cos - odd * sin
+    out[..., 1::2] = even * sin + odd * cos
+    return out
+
+
+@wrong("apply_rope", "rotat|sign|length")
+def rope_sign_in_second_formula(x, base=10000.0):
+    T, D = x.shape[-2], x.shape[-1]
+    _odd(D, "D")
+    angles = torch.arange(T, dtype=torch.float64)[:, None] * _theta(D, base)
+    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+    even, odd = x[..., 0::2], x[..., 1::2]
+    out = torch.empty_like(x)
+    out[..., 0::2] = even * cos - odd * sin
+    out[..., 1::2] = -even * sin + odd * cos
+    return out

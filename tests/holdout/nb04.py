@@ -539,3 +539,153 @@ def cross_mask_after_softmax(x_q, x_kv, w_q, w_k, w_v, mask=None):
     if mask is not None:
         w = w * mask
     return w @ v, w
+
+
+# =============================================================================================
+# Written after tuning: never used to tune the checks (their figure is reported separately).
+AFTER_TUNING_FROM = len(MISTAKES)
+
+
+@wrong("causal_mask", "diagonal")
+def causal_not_upper_with_diagonal(T):
+    return ~torch.ones(T, T, dtype=torch.bool).triu()
+
+
+@wrong("causal_mask", "tensor|list")
+def causal_nested_lists(T):
+    return [[s <= t for s in range(T)] for t in range(T)]
+
+
+@wrong("causal_mask", "bool")
+def causal_uint8(T):
+    return torch.ones(T, T).tril().to(torch.uint8)
+
+
+@wrong("future_leaks", "exactly|tolerance")
+def leaks_allclose_defaults(attend, T, C, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(T, C, generator=g)
+    with torch.no_grad():
+        base = attend(x)
+        for j in range(1, T):
+            changed = x.clone()
+            changed[j] = torch.randn(C, generator=g)
+            if not torch.allclose(attend(changed)[:j], base[:j]):
+                return True
+    return False
+
+
+@wrong("future_leaks", "never changed|changed[j]")
+def leaks_tiny_perturbation(attend, T, C, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(T, C, generator=g)
+    with torch.no_grad():
+        base = attend(x)
+        for j in range(1, T):
+            changed = x.clone()
+            changed[j] += 1e-12  # lost in float32
+            if not torch.equal(attend(changed)[:j], base[:j]):
+                return True
+    return False
+
+
+@wrong("future_leaks", "every|each")
+def leaks_return_inside_loop(attend, T, C, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(T, C, generator=g)
+    with torch.no_grad():
+        base = attend(x)
+        for j in range(1, T):
+            changed = x.clone()
+            changed[j] = torch.randn(C, generator=g)
+            return not torch.equal(attend(changed)[:j], base[:j])
+    return False
+
+
+@wrong("future_leaks", "true or false|bool")
+def leaks_returns_int(attend, T, C, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(T, C, generator=g)
+    with torch.no_grad():
+        base = attend(x)
+        for j in range(1, T):
+            changed = x.clone()
+            changed[j] = torch.randn(C, generator=g)
+            if not torch.equal(attend(changed)[:j], base[:j]):
+                return 1
+    return 0
+
+
+@wrong("padding_mask", "broadcast|[:, none]")
+def pad_mask_no_column_of_lengths(lengths, S):
+    return (torch.arange(S) < lengths)[:, None, None, :]
+
+
+@wrong("padding_mask", "quer|(b, 1, 1, s)")
+def pad_mask_queries_and_keys(lengths, S):
+    m = torch.arange(S)[None, :] < lengths[:, None]
+    return m[:, None, :, None] & m[:, None, None, :]  # (B, 1, S, S)
+
+
+@wrong("padding_mask", "bool")
+def pad_mask_int(lengths, S):
+    return (torch.arange(S)[None, :] < lengths[:, None]).int()[:, None, None, :]
+
+
+@wrong("padding_mask", "off by one|length")
+def pad_mask_clamped_lengths(lengths, S):
+    return (torch.arange(S)[None, :] < lengths.clamp(max=S - 1)[:, None])[:, None, None, :]
+
+
+@wrong("pad_and_truncate", "long")
+def pat_int32_ids(sequences, max_len, pad_id):
+    _check_max_len(max_len)
+    kept = [list(s)[:max_len] for s in sequences]
+    L = max(len(s) for s in kept)
+    return _rect(kept, L, pad_id, torch.int32), torch.tensor([len(s) for s in kept])
+
+
+@wrong("pad_and_truncate", "max_len|truncat|keep")
+def pat_keeps_one_too_many(sequences, max_len, pad_id):
+    _check_max_len(max_len)
+    kept = [list(s)[: max_len + 1] for s in sequences]
+    L = max(len(s) for s in kept)
+    return _rect(kept, L, pad_id), torch.tensor([len(s) for s in kept], dtype=torch.long)
+
+
+@wrong("pad_and_truncate", "in place|changed its input|caller")
+def pat_extends_short_lists(sequences, max_len, pad_id):
+    _check_max_len(max_len)
+    kept = [s if len(s) <= max_len else s[:max_len] for s in sequences]
+    lengths = torch.tensor([len(s) for s in kept], dtype=torch.long)
+    L = max(len(s) for s in kept)
+    for s in kept:
+        s.extend([pad_id] * (L - len(s)))  # the short lists are the caller's
+    return torch.tensor(kept, dtype=torch.long).reshape(len(kept), L), lengths
+
+
+@wrong("cross_attention", "x_q|quer")
+def cross_queries_from_x_kv(x_q, x_kv, w_q, w_k, w_v, mask=None):
+    return scaled_dot_product_attention(x_kv @ w_q, x_kv @ w_k, x_kv @ w_v, mask)
+
+
+@wrong("cross_attention", "mask|broadcast|transpos")
+def cross_mask_transposed(x_q, x_kv, w_q, w_k, w_v, mask=None):
+    m = None if mask is None else mask.transpose(-2, -1)
+    return scaled_dot_product_attention(x_q @ w_q, x_kv @ w_k, x_kv @ w_v, m)
+
+
+@wrong("cross_attention", "transpos|swapped")
+def cross_weights_transposed(x_q, x_kv, w_q, w_k, w_v, mask=None):
+    out, w = scaled_dot_product_attention(x_q @ w_q, x_kv @ w_k, x_kv @ w_v, mask)
+    return out, w.transpose(-2, -1)
+
+
+@wrong("cross_attention", "sqrt(c|width of x_kv")
+def cross_scale_by_kv_width(x_q, x_kv, w_q, w_k, w_v, mask=None):
+    q, k, v = x_q @ w_q, x_kv @ w_k, x_kv @ w_v
+    scores = q @ k.transpose(-2, -1) / math.sqrt(w_k.shape[0])
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    w = torch.softmax(scores, dim=-1).nan_to_num(0.0)
+    return w @ v, w
