@@ -8,6 +8,20 @@ The required words were fixed before that measurement, with the checks' code unr
 letters and common words ("D", "dim", "shape", "sin") matched unrelated messages, so every word
 list now names the class of the mistake; four lists gained the words of a message that names the
 mistake correctly in other terms (a swap of dims 0 and 1 for weights stacked on dim 0, ...).
+After tuning the checks (same mistakes): all named, none generic, misleading or passed. Two
+mistakes were dropped as not wrong by the course's contract: attention whose softmax gives NaN
+on a fully masked row (the sdpa check accepts NaN or zeros there by design, and cross-attention
+uses the reference); three word lists gained the words of a message that names the mistake
+correctly ("second-last dim", "backwards", "does not add").
+
+Written after tuning (the last section, never used to tune): 15 mistakes: 10 named, 3 generic, 2 misleading, 0 passed as the words then stood
+(all four: 63 mistakes, 46 named, 10 generic, 6 misleading, 1 passed). Read honestly, 4 of the
+"named" matched loose words (a check's own name, a shape) and 4 of the "misleading" were right
+names in other words: 46 named, 14 generic, 2 misleading, 1 passed (73%). Only the misleading
+names and the grading hole were fixed afterwards (weights stacked on the last dim read as
+"C / n_heads heads", transposed weights read as "K Q^T", values from x_q when T = S went
+unchecked), plus two names made neutral where the output cannot tell the cause; the loose words
+were tightened. Now: 66 mistakes: 61 named (51 of 51 tuned, 10 of 15 written after tuning), 5 generic, 0 misleading, 0 passed.
 """
 
 from __future__ import annotations
@@ -20,7 +34,7 @@ from tests.holdout._harness import collector
 
 MISTAKES: list = []
 wrong = collector(MISTAKES, "01")
-NAMED_AT_LEAST = 0.0
+NAMED_AT_LEAST = 0.92
 
 
 # Correct helpers the students' later answers build on (their own notebook-1 functions).
@@ -461,7 +475,7 @@ def sdpa_returns_unmasked_weights(q, k, v, mask=None):
     return _softmax(scores) @ v, unmasked
 
 
-@wrong("scaled_dot_product_attention", "transpose|q k^t|k q^t")
+@wrong("scaled_dot_product_attention", "transpose|q k^t|k q^t|over the queries")
 def sdpa_scores_k_times_q(q, k, v, mask=None):
     scores = k @ q.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (S, T)
     if mask is not None:
@@ -470,7 +484,7 @@ def sdpa_scores_k_times_q(q, k, v, mask=None):
     return w @ v, w
 
 
-@wrong("self_attention", "transpos")
+@wrong("self_attention", "transpos|weights @ v")
 def sa_out_from_transposed_weights(x, w_q, w_k, w_v):
     q, k, v = x @ w_q, x @ w_k, x @ w_v
     w = _softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]))
@@ -489,7 +503,7 @@ def sa_queries_with_w_k(x, w_q, w_k, w_v):
     return _sdpa(x @ w_k, x @ w_k, x @ w_v)
 
 
-@wrong("self_attention", "leading|batch dim|unsqueeze|squeeze|(5, 5)|(5, 4)")
+@wrong("self_attention", "leading|batch dim|unsqueeze|squeeze")
 def sa_always_batched(x, w_q, w_k, w_v):
     x = x.unsqueeze(0) if x.dim() == 2 else x
     return _sdpa(x @ w_q, x @ w_k, x @ w_v)
@@ -505,7 +519,7 @@ def macs_t_minus_one(T, C, D):
     return 3 * T * C * D + 2 * T * (T - 1) * D
 
 
-@wrong("self_attention_macs", "half|2|factor")
+@wrong("self_attention_macs", "half|factor")
 def macs_halved(T, C, D):
     return (3 * T * C * D + 2 * T * T * D) // 2
 

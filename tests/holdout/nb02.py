@@ -10,6 +10,20 @@ list now names the class of the mistake; four lists gained the words of a messag
 mistake correctly in other terms (a swap of dims 0 and 1 for weights stacked on dim 0, ...).
 A module built with bias=True was dropped: PyTorch zero-initialises the biases, so its output
 equals the solution's (not a wrong implementation).
+After tuning the checks (same mistakes): all named, none generic, misleading or passed. Two
+mistakes were dropped as not wrong by the course's contract: attention whose softmax gives NaN
+on a fully masked row (the sdpa check accepts NaN or zeros there by design, and cross-attention
+uses the reference); three word lists gained the words of a message that names the mistake
+correctly ("second-last dim", "backwards", "does not add").
+
+Written after tuning (the last section, never used to tune): 16 mistakes: 10 named, 2 generic, 3 misleading, 1 passed as the words then stood
+(all four: 63 mistakes, 46 named, 10 generic, 6 misleading, 1 passed). Read honestly, 4 of the
+"named" matched loose words (a check's own name, a shape) and 4 of the "misleading" were right
+names in other words: 46 named, 14 generic, 2 misleading, 1 passed (73%). Only the misleading
+names and the grading hole were fixed afterwards (weights stacked on the last dim read as
+"C / n_heads heads", transposed weights read as "K Q^T", values from x_q when T = S went
+unchecked), plus two names made neutral where the output cannot tell the cause; the loose words
+were tightened. Now: 65 mistakes: 62 named (49 of 49 tuned, 13 of 16 written after tuning), 3 generic, 0 misleading, 0 passed.
 """
 
 from __future__ import annotations
@@ -24,7 +38,7 @@ from transformer_lab import scaled_dot_product_attention
 
 MISTAKES: list = []
 wrong = collector(MISTAKES, "02")
-NAMED_AT_LEAST = 0.0
+NAMED_AT_LEAST = 0.95
 
 
 def _split(x, n_heads):
@@ -510,7 +524,7 @@ def merge_transposes_last_two(x):
     return x.transpose(2, 3).reshape(B, T, H * D)
 
 
-@wrong("merge_heads", "reshape|flatten")
+@wrong("merge_heads", "reshape|flatten|(b, t, h * d)")
 def merge_flattens_everything(x):
     return x.transpose(1, 2).flatten(1)  # (B, T*H*D)
 
@@ -603,7 +617,7 @@ def torch_mha_heads_as_width(w_q, w_k, w_v, w_o, n_heads):
     return module.eval()
 
 
-@wrong("to_torch_mha", "order|w_q")
+@wrong("to_torch_mha", "order|w_q|queries, then keys")
 def torch_mha_order_k_q_v(w_q, w_k, w_v, w_o, n_heads):
     C = w_q.shape[0]
     module = nn.MultiheadAttention(C, n_heads, bias=False, batch_first=True)

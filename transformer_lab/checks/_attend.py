@@ -267,7 +267,10 @@ def check_attention_pair(
 
     def weights_hint(got: tuple) -> str | None:
         if got[-2:] == (S, T) and S != T:
-            return "the rows are keys: the scores are Q K^T (queries x keys), not K Q^T"
+            return (
+                "the rows are keys (the weights are transposed): one row per query, the scores "
+                "are Q K^T (queries x keys), not K Q^T, and the weights are not transposed after"
+            )
         return None
 
     weights = run.expect_tensor(

@@ -101,6 +101,7 @@ def _mha_cases(hidden: bool) -> list[Case]:
         ("causal self-attention", r(2, 5, 8), None, 2, causal(5)),
         ("cross-attention with padding mask", r(2, 3, 12), r(2, 6, 12), 3, pad([6, 2], 6)),
         ("one head", r(1, 4, 6), None, 1, None),
+        ("cross-attention, T = S", r(2, 4, 8), r(2, 4, 8), 2, None),
     ]
     if hidden:
         specs += [
@@ -186,7 +187,7 @@ def check_multi_head_attention(multi_head_attention, hidden: bool = False) -> No
                 if tuple(got) == (xq.shape[0], T, S)
                 else f"your weights have {got[1]} heads = C / n_heads: n_heads={H} is the number "
                 f"of heads H, and each head has width D = C // n_heads"
-                if len(got) == 4 and got[1] == C // H and got[1] != H
+                if len(got) == 4 and got[1] == C // H and got[1] != H and tuple(got[2:]) == (T, S)
                 else None
             ),
             expected=exp_w,

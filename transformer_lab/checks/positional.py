@@ -130,9 +130,9 @@ def _table_evidence(out: Tensor, n: int, d: int, base: float) -> str | None:
             mine = ", ".join(f"{v:.3g}" for v in freq[:4].tolist())
             want = ", ".join(f"{v:.3g}" for v in theta[:4].tolist())
             return (
-                f"your pairs turn at the frequencies {mine}, ... (angle per position, modulo "
-                f"2 pi) instead of theta_i = base^(-2i/C) = {want}, ...: check the exponent "
-                f"-2i/C (a float division, i the pair index) and the base"
+                f"your pairs turn by {mine}, ... per row (modulo 2 pi) instead of theta_i = "
+                f"base^(-2i/C) = {want}, ...: check the frequencies (the exponent -2i/C, a "
+                f"float division with i the pair index, and the base) and that row t is position t"
             )
     return None
 

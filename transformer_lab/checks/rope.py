@@ -144,8 +144,9 @@ def _rotation_evidence(x: Tensor, got: Tensor, base: float) -> str | None:
         mine = ", ".join(f"{v:.3g}" for v in angle[1, :4].tolist())
         want = ", ".join(f"{v:.3g}" for v in theta[:4].tolist())
         return (
-            f"your pairs turn at the frequencies {mine}, ... per position instead of "
-            f"theta_i = base^(-2i/D) = {want}, ...: check the exponent -2i/D and the base"
+            f"your pairs turn by {mine}, ... per row instead of theta_i = base^(-2i/D) = "
+            f"{want}, ...: check the frequencies (the exponent -2i/D and the base) and that row "
+            f"t turns by t * theta_i"
         )
     return None
 
