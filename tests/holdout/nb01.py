@@ -2,26 +2,27 @@
 
 Written before reading the checks; never used to tune them (see tests/holdout/_harness.py).
 
-Before tuning (checks as on main at f91667e): 52 mistakes: 43 named, 6 generic, 2 misleading, 1 passed
-(all four notebooks: 215 mistakes, 173 named = 80%, 34 generic, 4 misleading, 4 passed).
-The required words were fixed before that measurement, with the checks' code unread: single
-letters and common words ("D", "dim", "shape", "sin") matched unrelated messages, so every word
-list now names the class of the mistake; four lists gained the words of a message that names the
-mistake correctly in other terms (a swap of dims 0 and 1 for weights stacked on dim 0, ...).
-After tuning the checks (same mistakes): all named, none generic, misleading or passed. Two
-mistakes were dropped as not wrong by the course's contract: attention whose softmax gives NaN
-on a fully masked row (the sdpa check accepts NaN or zeros there by design, and cross-attention
-uses the reference); three word lists gained the words of a message that names the mistake
-correctly ("second-last dim", "backwards", "does not add").
+Before tuning (checks as on main at f91667e): 52 mistakes: 43 named, 6 generic, 2 misleading, 1
+passed (all four notebooks: 215 mistakes, 173 named = 80%, 34 generic, 4 misleading, 4 passed). The
+required words were fixed before that measurement, with the checks' code unread: single letters and
+common words ("D", "dim", "shape", "sin") matched unrelated messages, so every word list now names
+the class of the mistake; four lists gained the words of a message that names the mistake correctly
+in other terms (a swap of dims 0 and 1 for weights stacked on dim 0, ...). After tuning the checks
+(same mistakes): all named, none generic, misleading or passed. Two mistakes were dropped as not
+wrong by the course's contract: attention whose softmax gives NaN on a fully masked row (the sdpa
+check accepts NaN or zeros there by design, and cross-attention uses the reference); three word
+lists gained the words of a message that names the mistake correctly ("second-last dim",
+"backwards", "does not add").
 
-Written after tuning (the last section, never used to tune): 15 mistakes: 10 named, 3 generic, 2 misleading, 0 passed as the words then stood
-(all four: 63 mistakes, 46 named, 10 generic, 6 misleading, 1 passed). Read honestly, 4 of the
-"named" matched loose words (a check's own name, a shape) and 4 of the "misleading" were right
-names in other words: 46 named, 14 generic, 2 misleading, 1 passed (73%). Only the misleading
-names and the grading hole were fixed afterwards (weights stacked on the last dim read as
-"C / n_heads heads", transposed weights read as "K Q^T", values from x_q when T = S went
-unchecked), plus two names made neutral where the output cannot tell the cause; the loose words
-were tightened. Now: 66 mistakes: 61 named (51 of 51 tuned, 10 of 15 written after tuning), 5 generic, 0 misleading, 0 passed.
+Written after tuning (the last section, never used to tune): 15 mistakes: 10 named, 3 generic, 2
+misleading, 0 passed as the words then stood (all four: 63 mistakes, 46 named, 10 generic, 6
+misleading, 1 passed). Read honestly, 4 of the "named" matched loose words (a check's own name, a
+shape) and 4 of the "misleading" were right names in other words: 46 named, 14 generic, 2
+misleading, 1 passed (73%). Only the misleading names and the grading hole were fixed afterwards
+(weights stacked on the last dim read as "C / n_heads heads", transposed weights read as "K Q^T",
+values from x_q when T = S went unchecked), plus two names made neutral where the output cannot tell
+the cause; the loose words were tightened. Now: 66 mistakes: 61 named (51 of 51 tuned, 10 of 15
+written after tuning), 5 generic, 0 misleading, 0 passed.
 """
 
 from __future__ import annotations
