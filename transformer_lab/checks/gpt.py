@@ -96,6 +96,20 @@ def check_next_token_batch(next_token_batch, hidden: bool = False) -> None:
                 "starts with the generator you are given (generator=generator), not the global RNG.",
                 case,
             )
+        if N - T >= 100:  # many windows: other seeds all giving this very batch is no chance
+            others = [
+                run.call(
+                    Case(case.name, (data, T, B, generator(300 + seed + i)), {}, case.describe)
+                )
+                for i in range(2)
+            ]
+            if all(TRUSTED.equal(x, _batch_pair(run, o, case, B, T)[0]) for o in others):
+                run.fail(
+                    "generators with different seeds gave the same batch: the batch ignores the "
+                    "generator's seed (is it reseeded with manual_seed, or replaced by a new "
+                    "Generator, inside your function?). Draw from the generator you are given.",
+                    case,
+                )
     run.passed()
 
 
@@ -142,8 +156,8 @@ def _check_targets(run: Runner, case: Case, data, x, y, starts, T) -> None:
     before = [data[s - 1 : s - 1 + T] if s >= 1 else None for s in starts.tolist()]
     if all(w is not None for w in before) and TRUSTED.equal(y, torch.stack(before)):
         run.fail(
-            "shifted the wrong way: y[:, t] is the token BEFORE x[:, t]; it must be the one after "
-            "(x = window[:-1], y = window[1:]).",
+            "shifted the wrong way: y[:, t] is the token BEFORE x[:, t]; it must be the one after. "
+            "Did you swap them? Return (x, y) with x = window[:-1], y = window[1:].",
             case,
         )
     if T > 1 and TRUSTED.equal(y, torch.roll(x, -1, dims=1)):
@@ -212,6 +226,8 @@ def _lm_variant(
         lp = torch.log_softmax(z, dim=-1)
     elif logp == "time":
         lp = torch.log_softmax(z, dim=1)
+    elif logp == "raw":  # F.nll_loss on the logits: -z[target], no log-softmax
+        lp = z
     elif logp == "double":
         lp = torch.log_softmax(torch.softmax(z, dim=-1), dim=-1)
     else:  # "prob": -p instead of -log p
@@ -221,6 +237,8 @@ def _lm_variant(
         keep = torch.ones_like(nll, dtype=torch.bool)
     elif mask_at == "targets":
         keep = mask[:, keep_idx] == 1
+    elif mask_at == "inverted":  # 0 read as real, 1 as padding
+        keep = mask[:, keep_idx] == 0
     else:  # the mask read at the inputs' positions
         keep = (mask[:, :-1] if align == "shift" else mask) == 1
     keep = keep[:, : nll.shape[1]]
@@ -289,6 +307,18 @@ _LM_MISTAKES = [
         dict(logp="double"),
         "softmax applied twice: F.cross_entropy takes raw logits and applies log_softmax itself; "
         "do not pass probabilities.",
+    ),
+    (
+        dict(mask_at="inverted"),
+        "the mask's polarity is reversed: your loss keeps the padding targets and drops the real "
+        "ones; attention_mask is 1 for a real token and 0 for padding (leave out targets where it "
+        "is 0).",
+    ),
+    (
+        dict(logp="raw"),
+        "the loss scores the raw logits, -logits[target], as if they were log-probabilities "
+        "(F.nll_loss on logits): take log_softmax over the vocabulary first, or use "
+        "F.cross_entropy, which does.",
     ),
     (
         dict(logp="prob"),
@@ -378,12 +408,56 @@ def check_causal_lm_loss(causal_lm_loss, hidden: bool = False) -> None:
                 Mistake(message, lambda kw=kw: _lm_variant(logits, ids, mask, **kw))
                 for kw, message in _LM_MISTAKES
             ]
-            run.fail(
-                run.diagnose(out, mistakes, ATOL, RTOL) or run.mismatch(out, expected, "loss"),
-                case,
-            )
+            message = run.diagnose(out, mistakes, ATOL, RTOL) or _lm_probe(run, case, out)
+            if message is not None:
+                run.fail(message, case)
+            run.fail(run.mismatch(out, expected, "loss"), case, named=False)
     _check_lm_gradient(run, causal_lm_loss, hidden)
     run.passed()
+
+
+def _lm_probe(run: Runner, case: Case, out: Tensor) -> str | None:
+    """Rerun the student's loss with inputs changed where the loss must NOT look (logits or ids
+    whose target is padding, the last position's logits, ids[:, 0]): a change names the class."""
+    logits, ids, mask = case.data["logits"], case.data["ids"], case.data["mask"]
+    B, T, V = logits.shape
+    g = generator(77)
+
+    def moves(new_logits: Tensor, new_ids: Tensor) -> bool:
+        kwargs = {} if mask is None else {"attention_mask": mask.clone()}
+        value, error, calls = run.attempt((new_logits, new_ids), kwargs)
+        if error is not None or calls or not TRUSTED.is_tensor(value) or value.numel() != 1:
+            return False
+        return not TRUSTED.allclose(value.detach().reshape(()), out.reshape(()), atol=1e-6)
+
+    noise = torch.randn(B, T, V, generator=g) * 3.0
+    if mask is not None and bool((mask[:, 1:] == 0).any()):
+        pad_target = torch.zeros(B, T, dtype=torch.bool)
+        pad_target[:, :-1] = mask[:, 1:] == 0  # positions whose target is padding
+        other_ids = torch.where(mask == 0, (ids + 1) % V, ids)
+        if moves(torch.where(pad_target[..., None], logits + noise, logits), ids) or moves(
+            logits, other_ids
+        ):
+            return (
+                "your loss changes when the logits or ids at positions whose TARGET is padding "
+                "change: leave those positions out (attention_mask[:, 1:] == 0), e.g. set their "
+                "targets to -100."
+            )
+    last = torch.zeros(B, T, 1, dtype=torch.bool)
+    last[:, -1] = True
+    if moves(torch.where(last, logits + noise, logits), ids):
+        return (
+            "your loss changes with the LAST position's logits, which have no next token to "
+            "predict: score logits[:, :-1] against ids[:, 1:]."
+        )
+    first_ids = ids.clone()
+    first_ids[:, 0] = (ids[:, 0] + 1) % V
+    if moves(logits, first_ids):
+        return (
+            "your loss changes with ids[:, 0], which is never a target (nothing predicts the "
+            "first token): the targets are ids[:, 1:], scored against logits[:, :-1]."
+        )
+    return None
 
 
 def _check_lm_gradient(run: Runner, causal_lm_loss, hidden: bool) -> None:

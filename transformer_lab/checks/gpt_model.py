@@ -119,6 +119,8 @@ def _gpt_variant(
     blocks=None,
     scale=False,
     norm_eps=None,
+    chain="all",
+    head="logits",
 ) -> Tensor:
     """The reference GPT's forward pass with one known mistake."""
     T, C = idx.shape[1], ref.config.d_model
@@ -135,13 +137,29 @@ def _gpt_variant(
         "none": None,
         "strict": torch.ones(T, T, dtype=torch.bool).tril(-1),
     }
-    for block in blocks if blocks is not None else ref.blocks:
-        x, _ = block(x, mask=masks[mask])
+    blocks = list(blocks if blocks is not None else ref.blocks)
+    if chain == "none":  # the blocks' outputs never reach x
+        blocks = []
+    elif chain == "first":
+        blocks = blocks[:1]
+    h = x
+    for block in blocks:
+        out, _ = block(x, mask=masks[mask])
+        if chain == "each_from_embedding":  # every block reads the embeddings; the last one wins
+            h = out
+        else:
+            x = h = out
+    x = h
     if final_norm:
         x = nn.functional.layer_norm(
             x, (C,), ref.norm_f.weight, ref.norm_f.bias, norm_eps or ref.config.eps
         )
-    return ref.lm_head(x)
+    logits = ref.lm_head(x)
+    if head == "probs":
+        return torch.softmax(logits, dim=-1)
+    if head == "log_probs":
+        return torch.log_softmax(logits, dim=-1)
+    return logits
 
 
 def _gpt_mistakes(ref, idx, activation: str) -> list[Mistake]:
@@ -202,6 +220,33 @@ def _gpt_mistakes(ref, idx, activation: str) -> list[Mistake]:
             "does not scale them",
             lambda: _gpt_variant(ref, idx, scale=True),
         ),
+        Mistake(
+            "forward returns probabilities (a softmax over the vocabulary): return the logits, "
+            "lm_head(norm_f(x)); the loss and the sampler apply the softmax themselves",
+            lambda: _gpt_variant(ref, idx, head="probs"),
+        ),
+        Mistake(
+            "forward returns log-probabilities (log_softmax): return the raw logits, "
+            "lm_head(norm_f(x))",
+            lambda: _gpt_variant(ref, idx, head="log_probs"),
+        ),
+        Mistake(
+            "the blocks' outputs are never used: the logits come straight from the embeddings. "
+            "Reassign x in the loop, x, _ = block(x, is_causal=True)",
+            lambda: _gpt_variant(ref, idx, chain="none"),
+        ),
+        Mistake(
+            "only the first block runs: loop over every block in self.blocks, each taking the "
+            "previous one's output",
+            lambda: _gpt_variant(ref, idx, chain="first") if len(ref.blocks) > 1 else None,
+        ),
+        Mistake(
+            "each block reads the embeddings instead of the previous block's output, so only "
+            "the last block counts: chain them, x, _ = block(x, is_causal=True)",
+            lambda: (
+                _gpt_variant(ref, idx, chain="each_from_embedding") if len(ref.blocks) > 1 else None
+            ),
+        ),
     ]
 
 
@@ -252,6 +297,15 @@ def _install(run: Runner, case: Case, model, ref, config) -> None:
             f"nn.ModuleList), but yours holds {got}.",
             case,
         )
+    for i, mine in enumerate(blocks):
+        for j in range(i):
+            if mine is blocks[j]:
+                run.fail(
+                    f"blocks[{i}] is the same module as blocks[{j}]: `[Block(...)] * n_layers` "
+                    "repeats one block (shared weights); build a new Block for each layer, e.g. "
+                    "nn.ModuleList(Block(...) for _ in range(config.n_layers)).",
+                    case,
+                )
     for i, (mine, theirs) in enumerate(zip(blocks, ref.blocks)):
         if not isinstance(mine, Block):
             run.fail(
@@ -277,6 +331,7 @@ def _install(run: Runner, case: Case, model, ref, config) -> None:
             f"blocks' norms ({detail}).",
             case,
         )
+    _check_eps(run, case, model, blocks, config.eps)
     head = _param(run, case, model.lm_head, "weight", (V, C), "lm_head")
     if getattr(model.lm_head, "bias", None) is not None:
         run.fail("GPT-2's output head has no bias: nn.Linear(C, V, bias=False).", case)
@@ -305,13 +360,38 @@ def _install(run: Runner, case: Case, model, ref, config) -> None:
             head.copy_(ref.lm_head.weight)
     n_mine = sum(p.numel() for p in model.parameters())
     n_ref = sum(p.numel() for p in ref.parameters())
-    if n_mine != n_ref:
+    if n_mine > n_ref:
         run.fail(
             f"your model has {n_mine:,} parameters, the reference {n_ref:,}: build exactly the "
             "five parts, nothing more.",
             case,
         )
+    if n_mine < n_ref:
+        run.fail(
+            f"your model has {n_mine:,} parameters, the reference {n_ref:,}: some of its parts "
+            "share one module or parameter that should be separate.",
+            case,
+            named=False,
+        )
     model.eval()
+
+
+def _check_eps(run: Runner, case: Case, model, blocks, eps: float) -> None:
+    """The norms' eps must be config.eps (a wrong eps changes the logits by less than the
+    tolerance, so it is read off the modules that store it)."""
+    __tracebackhide__ = True
+    norms = [("norm_f", model.norm_f)] + [
+        (f"blocks[{i}].{name}", getattr(b, name, None))
+        for i, b in enumerate(blocks)
+        for name in ("self_attn_norm", "mlp_norm")
+    ]
+    for where, norm in norms:
+        got = getattr(norm, "eps", None)
+        if isinstance(got, float) and abs(got - eps) > 1e-12:
+            run.fail(
+                f"{where} uses eps={got:g}, but config.eps is {eps:g}: pass eps=config.eps.",
+                case,
+            )
 
 
 def check_gpt_from_blocks(GPTFromBlocks, hidden: bool = False) -> None:
@@ -345,9 +425,8 @@ def check_gpt_from_blocks(GPTFromBlocks, hidden: bool = False) -> None:
                 run.fail("forward should return the logits tensor (B, T, V) itself.", fcase)
             out = run.expect_tensor(value, fcase, expected.shape, torch.float32, "logits")
             if not run.close(out, expected, ATOL, RTOL):
-                run.fail(
-                    run.diagnose(out, _gpt_mistakes(ref, idx, config.activation), 1e-4, 1e-3)
-                    or run.mismatch(out, expected, "logits"),
-                    fcase,
-                )
+                message = run.diagnose(out, _gpt_mistakes(ref, idx, config.activation), 1e-4, 1e-3)
+                if message is not None:
+                    run.fail(message, fcase)
+                run.fail(run.mismatch(out, expected, "logits"), fcase, named=False)
     run.passed()
