@@ -1,14 +1,19 @@
 """Holdout for notebook 07 (GPT): wrong implementations written from the notebook's text and
 solution alone, before reading the checks, and never used to tune them.
 
-Before any change to the checks (79 mistakes written before tuning):
-    named 59, generic 0, misleading 18, passed 2.
-Of the 18 "misleading", 14 are plain observations ("the loss differs from the reference by ...",
-"the tokens differ from greedy decoding ... first at sequence 0, index 5") that nb07's checks flag
-as named; 4 name a wrong cause (one block repeated -> "build exactly the five parts, nothing
-more"; top_k=0 not off -> "the most likely token must always survive"; top-p on cumulated logits
--> "removed tokens must be -inf"; (y, x) returned -> "shifted the wrong way"). Passed: a
-generator reseeded inside the function, and norm_f built with the default eps.
+Figures (named / generic / misleading / passed):
+  before tuning, the first 79 mistakes:              59 / 0 / 18 / 2
+  after tuning, the same 79 (the tuning set):        79 / 0 / 0 / 0
+  written after tuning, 27 mistakes never tuned on:  13 / 13 / 1 / 0 (48% named)
+  the whole module, as committed:                    92 / 14 / 0 / 0 (86% named)
+Before tuning, 14 of the 18 "misleading" were plain observations ("the loss differs from the
+reference by ...") that nb07's checks flagged as named; 4 named a wrong cause. Passed: a generator
+reseeded inside the function, and norm_f built with the default eps. The one misleading message
+of the after-tuning set ("a row has no token left: the most likely token must always survive",
+for a top-k threshold taken from the first row) was relabelled an observation afterwards: it
+states a fact and names no cause. Words of three after-tuning entries were corrected before that
+figure was taken: two matched by accident ("exp" in "expected", "row" in "a row"), one missed a
+correct diagnosis ("the targets are ids[:, 1:]").
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from transformer_lab.heads import KVCache
 
 MISTAKES: list = []
 wrong = collector(MISTAKES, "07")
-NAMED_AT_LEAST = 0.0  # set to the measured share at the end
+NAMED_AT_LEAST = 0.86  # measured: 92 of 106 named
 
 
 # ---------------------------------------------------------------- exercise 1: next_token_batch
@@ -868,4 +873,274 @@ def gg_feeds_hidden_state(model, idx, max_new_tokens):
         nxt = model.lm_head(model.norm_f(x[:, -1])).argmax(dim=-1, keepdim=True)
         out = torch.cat([out, nxt], dim=1)
         x = x[:, -1:]  # the last hidden state fed back, not the new token's embedding
+    return out
+
+
+# =============================================================================================
+# Written after tuning: never used to change the checks (measured separately).
+AFTER_TUNING_FROM = len(MISTAKES)
+
+
+@wrong("next_token_batch", "shift|window")
+def nt_targets_are_x_plus_one(data, T, B, generator):
+    starts = torch.randint(len(data) - T, (B,), generator=generator)
+    x = data[starts[:, None] + torch.arange(T)]
+    return x, x + 1  # true for the visible test's arange stream, not for real text
+
+
+@wrong("next_token_batch", "dtype|long")
+def nt_int32(data, T, B, generator):
+    starts = torch.randint(len(data) - T, (B,), generator=generator)
+    windows = data[starts[:, None] + torch.arange(T + 1)].int()
+    return windows[:, :-1], windows[:, 1:]
+
+
+@wrong("next_token_batch", "tensor|stack")
+def nt_lists_of_rows(data, T, B, generator):
+    starts = torch.randint(len(data) - T, (B,), generator=generator).tolist()
+    return [data[s : s + T] for s in starts], [data[s + 1 : s + T + 1] for s in starts]
+
+
+@wrong("next_token_batch", "start|len(data) - t|smaller")
+def nt_start_range_one_long(data, T, B, generator):
+    starts = torch.randint(len(data) - T + 1, (B,), generator=generator)  # allows start N - T
+    x = torch.stack([data[s : s + T] for s in starts.tolist()])
+    y = torch.stack([data[s + 1 : s + T + 1] for s in starts.tolist()])
+    return x, y
+
+
+@wrong("next_token_batch", "shift|by one")
+def nt_targets_two_ahead(data, T, B, generator):
+    starts = torch.randint(len(data) - T - 1, (B,), generator=generator)
+    x = data[starts[:, None] + torch.arange(T)]
+    y = data[starts[:, None] + torch.arange(2, T + 2)]
+    return x, y
+
+
+@wrong("next_token_batch", "shift|by one")
+def nt_targets_next_chunk(data, T, B, generator):
+    starts = torch.randint(len(data) - 2 * T + 1, (B,), generator=generator)
+    x = data[starts[:, None] + torch.arange(T)]
+    y = data[starts[:, None] + torch.arange(T, 2 * T)]  # the following T tokens
+    return x, y
+
+
+@wrong("causal_lm_loss", "number of real|divide|denominator|count")
+def lm_divides_by_real_tokens(logits, ids, attention_mask=None):
+    V = logits.shape[-1]
+    nll = F.cross_entropy(
+        logits[:, :-1].reshape(-1, V), ids[:, 1:].reshape(-1), reduction="none"
+    )  # (B * (T - 1),)
+    if attention_mask is None:
+        return nll.mean()
+    keep = attention_mask[:, 1:].reshape(-1).float()
+    return (nll * keep).sum() / attention_mask.sum()  # counts tokens, not targets
+
+
+@wrong("causal_lm_loss", "sum|mean|average")
+def lm_sum_over_time_mean_over_batch(logits, ids, attention_mask=None):
+    nll = -torch.log_softmax(logits[:, :-1], -1).gather(-1, ids[:, 1:, None])[..., 0]
+    if attention_mask is not None:
+        nll = nll * attention_mask[:, 1:]
+    return nll.sum(1).mean()
+
+
+@wrong("causal_lm_loss", "shift|t + 1|ids[:, 1:]")
+def lm_trimmed_but_not_shifted(logits, ids, attention_mask=None):
+    V = logits.shape[-1]
+    targets = ids[:, :-1]
+    if attention_mask is not None:
+        targets = targets.masked_fill(attention_mask[:, 1:] == 0, -100)
+    return F.cross_entropy(logits[:, :-1].reshape(-1, V), targets.reshape(-1), ignore_index=-100)
+
+
+@wrong("causal_lm_loss", "-100|ignore_index")
+def lm_padding_marked_minus_one(logits, ids, attention_mask=None):
+    V = logits.shape[-1]
+    targets = ids[:, 1:]
+    if attention_mask is not None:
+        targets = targets.masked_fill(attention_mask[:, 1:] == 0, -1)
+    return F.cross_entropy(logits[:, :-1].reshape(-1, V), targets.reshape(-1), ignore_index=-100)
+
+
+@wrong("causal_lm_loss", "smoothing")
+def lm_label_smoothing(logits, ids, attention_mask=None):
+    V = logits.shape[-1]
+    targets = ids[:, 1:]
+    if attention_mask is not None:
+        targets = targets.masked_fill(attention_mask[:, 1:] == 0, -100)
+    return F.cross_entropy(
+        logits[:, :-1].reshape(-1, V), targets.reshape(-1), ignore_index=-100, label_smoothing=0.1
+    )
+
+
+@wrong("causal_lm_loss", "perplexity|exponent|exp(")
+def lm_perplexity(logits, ids, attention_mask=None):
+    V = logits.shape[-1]
+    targets = ids[:, 1:]
+    if attention_mask is not None:
+        targets = targets.masked_fill(attention_mask[:, 1:] == 0, -100)
+    loss = F.cross_entropy(logits[:, :-1].reshape(-1, V), targets.reshape(-1), ignore_index=-100)
+    return loss.exp()
+
+
+@wrong("gpt_from_blocks", "bias")
+class gpt_norm_f_ignores_bias(_GPT):
+    def __init__(self, config):
+        super().__init__(config)
+        self.norm_f = nn.LayerNorm(config.d_model, eps=config.eps)  # bias whatever the config
+
+
+@wrong("gpt_from_blocks", "norm")
+class gpt_norm_after_every_block(_GPT):
+    def forward(self, idx):
+        x = self.embed(idx)
+        for block in self.blocks:
+            x, _ = block(x, is_causal=True)
+            x = self.norm_f(x)
+        return self.lm_head(x)
+
+
+@wrong("gpt_from_blocks", "mask|causal|future")
+class gpt_mask_upper_triangle(_GPT):
+    def forward(self, idx):
+        T = idx.shape[1]
+        mask = torch.ones(T, T, dtype=torch.bool).triu()  # keys s >= t: the future, not the past
+        x = self.embed(idx)
+        for block in self.blocks:
+            x, _ = block(x, mask=mask)
+        return self.lm_head(self.norm_f(x))
+
+
+@wrong("gpt_from_blocks", "bool|true = may attend")
+class gpt_additive_float_mask(_GPT):
+    def forward(self, idx):
+        T = idx.shape[1]
+        mask = torch.full((T, T), float("-inf")).triu(1)  # PyTorch's additive convention
+        x = self.embed(idx)
+        for block in self.blocks:
+            x, _ = block(x, mask=mask)
+        return self.lm_head(self.norm_f(x))
+
+
+@wrong("gpt_from_blocks", "modulelist|register")
+class gpt_blocks_plain_list(_GPT):
+    def __init__(self, config):
+        super().__init__(config)
+        self.blocks = list(self.blocks)  # a Python list: the blocks' parameters are not registered
+
+
+@wrong("gpt_from_blocks", "activation")
+class gpt_relu_blocks(_GPT):
+    def __init__(self, config):
+        super().__init__(config)
+        c = config
+        self.blocks = nn.ModuleList(
+            Block(c.d_model, c.n_heads, c.d_ff, activation="relu", bias=c.bias, eps=c.eps)
+            for _ in range(c.n_layers)
+        )
+
+
+@wrong("filter_logits", "each row|per row|dim|first row|row 0")
+def fl_topk_threshold_of_first_row(logits, temperature=1.0, top_k=None, top_p=None):
+    z = logits / temperature
+    if top_k:
+        kth = torch.topk(z.reshape(-1, z.shape[-1])[0], min(top_k, z.shape[-1])).values[-1]
+        z = z.masked_fill(z < kth, float("-inf"))  # one threshold for every row
+    if top_p is not None and top_p < 1.0:
+        z = _top_p(z, top_p)
+    return z
+
+
+@wrong("filter_logits", "logits|divide")
+def fl_temperature_on_log_probs(logits, temperature=1.0, top_k=None, top_p=None):
+    z = torch.log(torch.softmax(logits, dim=-1) / temperature)  # divides probabilities
+    if top_k:
+        z = _top_k(z, top_k)
+    if top_p is not None and top_p < 1.0:
+        z = _top_p(z, top_p)
+    return z
+
+
+@wrong("filter_logits", "descending|largest|smallest")
+def fl_topk_ascending_sort(logits, temperature=1.0, top_k=None, top_p=None):
+    z = logits / temperature
+    if top_k:
+        k = min(top_k, z.shape[-1])
+        kth = torch.sort(z, dim=-1).values[..., k - 1 : k]  # ascending: the k-th smallest
+        z = z.masked_fill(z < kth, float("-inf"))
+    if top_p is not None and top_p < 1.0:
+        z = _top_p(z, top_p)
+    return z
+
+
+@wrong("filter_logits", "sort")
+def fl_topp_cumsum_unsorted(logits, temperature=1.0, top_k=None, top_p=None):
+    z = logits / temperature
+    if top_k:
+        z = _top_k(z, top_k)
+    if top_p is not None and top_p < 1.0:
+        probs = torch.softmax(z, dim=-1)
+        remove = probs.cumsum(-1) - probs >= top_p  # in vocabulary order, not by probability
+        z = z.masked_fill(remove, float("-inf"))
+    return z
+
+
+@wrong("generate_greedy", "dim|shape")
+def gg_cat_on_batch_dim(model, idx, max_new_tokens):
+    caches = [KVCache() for _ in model.blocks]
+    out, x = idx, model.tok_emb(idx) + model.pos_emb(idx.shape[1])
+    for _ in range(max_new_tokens):
+        nxt = _next(model, _run(model, x, caches))
+        out = torch.cat([out, nxt], dim=0)  # appends rows, not a column
+        x = model.tok_emb(nxt) + model.pos_emb(1, offset=out.shape[1] - 1)
+    return out
+
+
+@wrong("generate_greedy", "keepdim|(b, 1)")
+def gg_argmax_unsqueezed_wrong(model, idx, max_new_tokens):
+    caches = [KVCache() for _ in model.blocks]
+    out, x = idx, model.tok_emb(idx) + model.pos_emb(idx.shape[1])
+    for _ in range(max_new_tokens):
+        x = _run(model, x, caches)
+        nxt = model.lm_head(model.norm_f(x[:, -1])).argmax(-1).unsqueeze(0)  # (1, B)
+        out = torch.cat([out, nxt], dim=1)
+        x = model.tok_emb(nxt) + model.pos_emb(1, offset=out.shape[1] - 1)
+    return out
+
+
+@wrong("generate_greedy", "block")
+def gg_blocks_only_for_the_prompt(model, idx, max_new_tokens):
+    caches = [KVCache() for _ in model.blocks]
+    out = idx
+    h = _run(model, model.tok_emb(idx) + model.pos_emb(idx.shape[1]), caches)
+    for _ in range(max_new_tokens):
+        nxt = _next(model, h)
+        out = torch.cat([out, nxt], dim=1)
+        h = model.tok_emb(nxt) + model.pos_emb(1, offset=out.shape[1] - 1)  # never through blocks
+    return out
+
+
+@wrong("generate_greedy", "cache")
+def gg_caches_reset_after_prompt(model, idx, max_new_tokens):
+    caches = [KVCache() for _ in model.blocks]
+    x = _run(model, model.tok_emb(idx) + model.pos_emb(idx.shape[1]), caches)
+    caches = [KVCache() for _ in model.blocks]  # "fresh caches for generation"
+    out = idx
+    for _ in range(max_new_tokens):
+        nxt = _next(model, x)
+        out = torch.cat([out, nxt], dim=1)
+        x = _run(model, model.tok_emb(nxt) + model.pos_emb(1, offset=out.shape[1] - 1), caches)
+    return out
+
+
+@wrong("generate_greedy", "position|offset")
+def gg_offset_fixed_at_prompt_length(model, idx, max_new_tokens):
+    caches = [KVCache() for _ in model.blocks]
+    T0 = idx.shape[1]
+    out, x = idx, model.tok_emb(idx) + model.pos_emb(T0)
+    for _ in range(max_new_tokens):
+        nxt = _next(model, _run(model, x, caches))
+        out = torch.cat([out, nxt], dim=1)
+        x = model.tok_emb(nxt) + model.pos_emb(1, offset=T0)  # computed once, before the loop
     return out

@@ -300,7 +300,11 @@ def check_filter_logits(filter_logits, hidden: bool = False) -> None:
                 case,
             )
         if not bool(kept.any(-1).all()):
-            run.fail("a row has no token left: the most likely token must always survive.", case)
+            run.fail(  # an observation: it says what is wrong, not which step caused it
+                "a row has no token left: the most likely token must always survive.",
+                case,
+                named=False,
+            )
         for message, variant in _mistakes(z, t, k, p):
             if _same_distribution(out, variant):
                 run.fail(message + ".", case)
