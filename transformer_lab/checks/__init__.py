@@ -95,6 +95,7 @@ from transformer_lab.checks import blocks as _blocks_checks
 from transformer_lab.checks import cost as _cost_checks
 from transformer_lab.checks import decoder as _decoder_checks
 from transformer_lab.checks import gpt as _gpt_checks
+from transformer_lab.checks import gpt_mistakes as _gpt_mistakes_checks
 from transformer_lab.checks import gpt_model as _gpt_model_checks
 from transformer_lab.checks import heads as _heads_checks
 from transformer_lab.checks import kv_cache as _kv_cache_checks
@@ -339,6 +340,7 @@ for _module in (
     _bert_heads_checks,
     _bert_masking_checks,
     _gpt_checks,
+    _gpt_mistakes_checks,
     _gpt_model_checks,
     _kv_cache_checks,
     _lm_loss_checks,
