@@ -208,8 +208,8 @@ def _install(run: Runner, case: Case, model, ref, config) -> None:
         )
     if n_mine < n_ref:
         run.fail(
-            f"your model has {n_mine:,} parameters, the reference {n_ref:,}: some of its parts "
-            "share one module or parameter that should be separate.",
+            f"your model has {n_mine:,} parameters, the reference {n_ref:,}: some of the "
+            "reference's parameters are missing from your model.parameters().",
             case,
             named=False,
         )

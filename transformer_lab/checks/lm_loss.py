@@ -265,12 +265,16 @@ def _lm_probe(run: Runner, case: Case, out: Tensor) -> str | None:
     whose target is padding, the last position's logits, ids[:, 0]): a change names the class."""
     logits, ids, mask = case.data["logits"], case.data["ids"], case.data["mask"]
     B, T, V = logits.shape
+    if not bool(TRUSTED.isfinite(out).all()):
+        return None  # NaN or inf never equals itself: a rerun would prove nothing
     g = generator(77)
 
     def moves(new_logits: Tensor, new_ids: Tensor) -> bool:
         kwargs = {} if mask is None else {"attention_mask": mask.clone()}
         value, error, calls = run.attempt((new_logits, new_ids), kwargs)
         if error is not None or calls or not TRUSTED.is_tensor(value) or value.numel() != 1:
+            return False
+        if not bool(TRUSTED.isfinite(value.detach()).all()):
             return False
         return not TRUSTED.allclose(value.detach().reshape(()), out.reshape(()), atol=1e-6)
 

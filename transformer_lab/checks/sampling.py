@@ -173,9 +173,10 @@ def _survivor_evidence(z, t, k, p, out, kept, want) -> str | None:
         beaten = (~kept & (z / t > lowest_kept)).any()
         if bool(beaten):
             return (
-                "each row keeps as many tokens as the reference, but not the most likely ones: "
-                "the mask is applied in the wrong order (positions in sorted order are not token "
-                "ids; map a sorted mask back with mask.scatter(-1, order, mask))."
+                "each row keeps as many tokens as the reference, but not the most likely ones "
+                "(a removed token beats a kept one): check the sort direction (descending), and "
+                "map a mask made in sorted order back to token ids with mask.scatter(-1, order, "
+                "mask)."
             )
     return None
 
