@@ -1,0 +1,460 @@
+"""Holdout mistakes for notebook 06 (BERT), written from the notebook's text and solution alone,
+before reading the checks.
+
+Measured before tuning the checks (``python -m tests.holdout.report 06``),
+62 mistakes: named 50, generic 2, misleading 8, passed 2.
+Most "misleading" ones got the generic "differs from the reference" message, which the checks
+flagged as a named diagnosis (``CheckFailed.named``); the harness counts the flag.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from tests.holdout._harness import collector
+from transformer_lab import masks
+
+MISTAKES: list = []
+wrong = collector(MISTAKES, "06")
+NAMED_AT_LEAST = 0.0
+
+
+# ---------------------------------------------------------------------------------------------
+# Exercise 1: pair_inputs(pairs, cls_id, sep_id, pad_id)
+
+
+def _pairs(pairs, cls_id, sep_id, pad_id, *, row=None, segs=None, left=False, pad_seg=0,
+           pad_mask=0, dtype=torch.long, L=None):  # fmt: skip
+    row = row or (lambda a, b: [cls_id, *a, sep_id, *b, sep_id])
+    segs = segs or (lambda a, b: [0] * (len(a) + 2) + [1] * (len(b) + 1))
+    rows = [(row(a, b), segs(a, b)) for a, b in pairs]
+    L = L or max(len(ids) for ids, _ in rows)
+    ids_t = torch.full((len(rows), L), pad_id, dtype=dtype)
+    seg_t = torch.full((len(rows), L), pad_seg, dtype=dtype)
+    att_t = torch.full((len(rows), L), pad_mask, dtype=dtype)
+    for i, (ids, seg) in enumerate(rows):
+        n = min(len(ids), L)
+        where = slice(L - n, L) if left else slice(0, n)
+        ids_t[i, where] = torch.tensor(ids[:n])
+        seg_t[i, where] = torch.tensor(seg[:n])
+        att_t[i, where] = 1
+    return ids_t, seg_t, att_t
+
+
+@wrong("pair_inputs", "segment|token_type")
+def pair_last_sep_in_segment_0(pairs, cls_id, sep_id, pad_id):
+    return _pairs(pairs, cls_id, sep_id, pad_id,
+                  segs=lambda a, b: [0] * (len(a) + 2) + [1] * len(b) + [0])  # fmt: skip
+
+
+@wrong("pair_inputs", "segment|token_type")
+def pair_middle_sep_in_segment_1(pairs, cls_id, sep_id, pad_id):
+    return _pairs(pairs, cls_id, sep_id, pad_id,
+                  segs=lambda a, b: [0] * (len(a) + 1) + [1] * (len(b) + 2))  # fmt: skip
+
+
+@wrong("pair_inputs", "left|end|start|beginning|pad")
+def pair_left_padding(pairs, cls_id, sep_id, pad_id):
+    return _pairs(pairs, cls_id, sep_id, pad_id, left=True)
+
+
+@wrong("pair_inputs", "attention_mask|attention mask|padding")
+def pair_mask_all_ones(pairs, cls_id, sep_id, pad_id):
+    return _pairs(pairs, cls_id, sep_id, pad_id, pad_mask=1)
+
+
+@wrong("pair_inputs", "segment|token_type|padding")
+def pair_padding_segment_1(pairs, cls_id, sep_id, pad_id):
+    return _pairs(pairs, cls_id, sep_id, pad_id, pad_seg=1)
+
+
+@wrong("pair_inputs", "SEP")
+def pair_no_final_sep(pairs, cls_id, sep_id, pad_id):
+    return _pairs(pairs, cls_id, sep_id, pad_id, row=lambda a, b: [cls_id, *a, sep_id, *b],
+                  segs=lambda a, b: [0] * (len(a) + 2) + [1] * len(b))  # fmt: skip
+
+
+@wrong("pair_inputs", "dtype|long|int64")
+def pair_int32(pairs, cls_id, sep_id, pad_id):
+    return _pairs(pairs, cls_id, sep_id, pad_id, dtype=torch.int32)
+
+
+@wrong("pair_inputs", "longest|length|L|truncat")
+def pair_length_of_first(pairs, cls_id, sep_id, pad_id):
+    a, b = pairs[0]
+    return _pairs(pairs, cls_id, sep_id, pad_id, L=len(a) + len(b) + 3)
+
+
+@wrong("pair_inputs", "order|token_type|attention_mask|swapped")
+def pair_outputs_swapped(pairs, cls_id, sep_id, pad_id):
+    ids, seg, att = _pairs(pairs, cls_id, sep_id, pad_id)
+    return ids, att, seg
+
+
+@wrong("pair_inputs", "pad_id|pad")
+def pair_pads_with_zero(pairs, cls_id, sep_id, pad_id):
+    return _pairs(pairs, cls_id, sep_id, 0)
+
+
+@wrong("pair_inputs", "modif|in place|in-place|input|caller")
+def pair_appends_to_inputs(pairs, cls_id, sep_id, pad_id):
+    rows = []
+    for a, b in pairs:
+        a.insert(0, cls_id)
+        a.append(sep_id)
+        b.append(sep_id)
+        rows.append((a, b))
+    L = max(len(a) + len(b) for a, b in rows)
+    ids = torch.full((len(rows), L), pad_id, dtype=torch.long)
+    seg = torch.zeros(len(rows), L, dtype=torch.long)
+    att = torch.zeros(len(rows), L, dtype=torch.long)
+    for i, (a, b) in enumerate(rows):
+        n = len(a) + len(b)
+        ids[i, :n] = torch.tensor(a + b)
+        seg[i, len(a) : n] = 1
+        att[i, :n] = 1
+    return ids, seg, att
+
+
+@wrong("pair_inputs", "CLS|first")
+def pair_cls_at_end(pairs, cls_id, sep_id, pad_id):
+    return _pairs(pairs, cls_id, sep_id, pad_id, row=lambda a, b: [*a, sep_id, *b, sep_id, cls_id],
+                  segs=lambda a, b: [0] * (len(a) + 1) + [1] * (len(b) + 1) + [0])  # fmt: skip
+
+
+@wrong("pair_inputs", "tensor")
+def pair_returns_lists(pairs, cls_id, sep_id, pad_id):
+    return tuple(t.tolist() for t in _pairs(pairs, cls_id, sep_id, pad_id))
+
+
+# ---------------------------------------------------------------------------------------------
+# Exercise 2: bert_embeddings(input_ids, token_type_ids, attention_mask, tok, pos, seg, norm)
+
+
+def _mask(attention_mask):
+    return masks.padding_mask_from_attention_mask(attention_mask)
+
+
+@wrong("bert_embeddings", "norm|layer norm")
+def emb_no_norm(input_ids, token_type_ids, attention_mask, tok, pos, seg, norm):
+    T = input_ids.shape[1]
+    return tok[input_ids] + pos[:T] + seg[token_type_ids], _mask(attention_mask)
+
+
+@wrong("bert_embeddings", "position|max_len|L_max|shape|slice|rows")
+def emb_whole_position_table(input_ids, token_type_ids, attention_mask, tok, pos, seg, norm):
+    return norm(tok[input_ids] + pos + seg[token_type_ids]), _mask(attention_mask)
+
+
+@wrong("bert_embeddings", "position")
+def emb_positions_by_id(input_ids, token_type_ids, attention_mask, tok, pos, seg, norm):
+    return norm(tok[input_ids] + pos[input_ids] + seg[token_type_ids]), _mask(attention_mask)
+
+
+@wrong("bert_embeddings", "segment|token_type")
+def emb_no_segments(input_ids, token_type_ids, attention_mask, tok, pos, seg, norm):
+    T = input_ids.shape[1]
+    return norm(tok[input_ids] + pos[:T]), _mask(attention_mask)
+
+
+@wrong("bert_embeddings", "segment|token_type")
+def emb_segment_0_always(input_ids, token_type_ids, attention_mask, tok, pos, seg, norm):
+    T = input_ids.shape[1]
+    return norm(tok[input_ids] + pos[:T] + seg[0]), _mask(attention_mask)
+
+
+@wrong("bert_embeddings", "mask|invert|polarity|True")
+def emb_mask_inverted(input_ids, token_type_ids, attention_mask, tok, pos, seg, norm):
+    T = input_ids.shape[1]
+    x = norm(tok[input_ids] + pos[:T] + seg[token_type_ids])
+    return x, (attention_mask == 0)[:, None, None, :]
+
+
+@wrong("bert_embeddings", "mask|shape|(B, 1, 1, T)|B, 1, 1")
+def emb_mask_not_broadcast(input_ids, token_type_ids, attention_mask, tok, pos, seg, norm):
+    T = input_ids.shape[1]
+    return norm(tok[input_ids] + pos[:T] + seg[token_type_ids]), attention_mask.bool()
+
+
+@wrong("bert_embeddings", "norm|order|before|after")
+def emb_norm_token_only(input_ids, token_type_ids, attention_mask, tok, pos, seg, norm):
+    T = input_ids.shape[1]
+    return norm(tok[input_ids]) + pos[:T] + seg[token_type_ids], _mask(attention_mask)
+
+
+@wrong("bert_embeddings", "position|off by one|shift|one")
+def emb_positions_from_1(input_ids, token_type_ids, attention_mask, tok, pos, seg, norm):
+    T = input_ids.shape[1]
+    return norm(tok[input_ids] + pos[1 : T + 1] + seg[token_type_ids]), _mask(attention_mask)
+
+
+@wrong("bert_embeddings", "bool|dtype")
+def emb_mask_long(input_ids, token_type_ids, attention_mask, tok, pos, seg, norm):
+    T = input_ids.shape[1]
+    return norm(tok[input_ids] + pos[:T] + seg[token_type_ids]), attention_mask[:, None, None, :]
+
+
+@wrong("bert_embeddings", "attention_mask|pad|padding")
+def emb_mask_from_ids(input_ids, token_type_ids, attention_mask, tok, pos, seg, norm):
+    T = input_ids.shape[1]
+    x = norm(tok[input_ids] + pos[:T] + seg[token_type_ids])
+    return x, (input_ids != 0)[:, None, None, :]
+
+
+@wrong("bert_embeddings", "order|tuple|swapped|(x, mask)")
+def emb_returns_mask_first(input_ids, token_type_ids, attention_mask, tok, pos, seg, norm):
+    T = input_ids.shape[1]
+    return _mask(attention_mask), norm(tok[input_ids] + pos[:T] + seg[token_type_ids])
+
+
+@wrong("bert_embeddings", "position|batch|B")
+def emb_positions_per_sequence(input_ids, token_type_ids, attention_mask, tok, pos, seg, norm):
+    B = input_ids.shape[0]
+    x = (
+        tok[input_ids] + pos[:B][:, None, :] + seg[token_type_ids]
+    )  # (B, 1, C): one row per sentence
+    return norm(x), _mask(attention_mask)
+
+
+# ---------------------------------------------------------------------------------------------
+# Exercise 3: mlm_corrupt(input_ids, mask_id, vocab_size, special_ids, p=0.15, generator=None)
+
+
+def _corrupt(input_ids, mask_id, vocab_size, special_ids, p, generator, *, exclude_specials=True,
+             random_pool=None, split=(0.8, 0.9), labels_fn=None, use_generator=True, p_fixed=None,
+             label_fill=-100):  # fmt: skip
+    g = generator if use_generator else None
+    special = torch.tensor(list(special_ids))
+    chosen = torch.rand(input_ids.shape, generator=g) < (p if p_fixed is None else p_fixed)
+    if exclude_specials:
+        chosen &= ~torch.isin(input_ids, special)
+    pool = random_pool if random_pool is not None else [
+        i for i in range(vocab_size) if i not in set(special_ids)
+    ]  # fmt: skip
+    allowed = torch.tensor(pool)
+    random_ids = allowed[torch.randint(len(allowed), input_ids.shape, generator=g)]
+    u = torch.rand(input_ids.shape, generator=g)
+    masked = chosen & (u < split[0])
+    randomised = chosen & (u >= split[0]) & (u < split[1])
+    inputs = torch.where(masked, torch.full_like(input_ids, mask_id), input_ids)
+    inputs = torch.where(randomised, random_ids, inputs)
+    if labels_fn is not None:
+        return inputs, labels_fn(input_ids, inputs, chosen, masked, randomised)
+    return inputs, torch.where(chosen, input_ids, torch.full_like(input_ids, label_fill))
+
+
+@wrong("mlm_corrupt", "special")
+def mlm_specials_chosen(input_ids, mask_id, vocab_size, special_ids, p=0.15, generator=None):
+    return _corrupt(
+        input_ids, mask_id, vocab_size, special_ids, p, generator, exclude_specials=False
+    )
+
+
+@wrong("mlm_corrupt", "label|-100")
+def mlm_labels_inverted(input_ids, mask_id, vocab_size, special_ids, p=0.15, generator=None):
+    return _corrupt(input_ids, mask_id, vocab_size, special_ids, p, generator,
+                    labels_fn=lambda ids, inp, ch, m, r: torch.where(ch, -100, ids))  # fmt: skip
+
+
+@wrong("mlm_corrupt", "label|original")
+def mlm_labels_from_corrupted(input_ids, mask_id, vocab_size, special_ids, p=0.15, generator=None):
+    return _corrupt(input_ids, mask_id, vocab_size, special_ids, p, generator,
+                    labels_fn=lambda ids, inp, ch, m, r: torch.where(ch, inp, -100))  # fmt: skip
+
+
+@wrong("mlm_corrupt", "random|kept|unchanged|80|10")
+def mlm_always_mask(input_ids, mask_id, vocab_size, special_ids, p=0.15, generator=None):
+    return _corrupt(input_ids, mask_id, vocab_size, special_ids, p, generator, split=(1.0, 1.0))
+
+
+@wrong("mlm_corrupt", "special|random")
+def mlm_random_from_whole_vocab(
+    input_ids, mask_id, vocab_size, special_ids, p=0.15, generator=None
+):
+    return _corrupt(input_ids, mask_id, vocab_size, special_ids, p, generator,
+                    random_pool=list(range(vocab_size)))  # fmt: skip
+
+
+@wrong("mlm_corrupt", "generator|seed|reproduc")
+def mlm_global_rng(input_ids, mask_id, vocab_size, special_ids, p=0.15, generator=None):
+    return _corrupt(input_ids, mask_id, vocab_size, special_ids, p, generator, use_generator=False)
+
+
+@wrong("mlm_corrupt", "modif|in place|in-place|input")
+def mlm_in_place(input_ids, mask_id, vocab_size, special_ids, p=0.15, generator=None):
+    inputs, labels = _corrupt(input_ids, mask_id, vocab_size, special_ids, p, generator)
+    input_ids.copy_(inputs)
+    return input_ids, labels
+
+
+@wrong("mlm_corrupt", "p|rate|probability|share")
+def mlm_ignores_p(input_ids, mask_id, vocab_size, special_ids, p=0.15, generator=None):
+    return _corrupt(input_ids, mask_id, vocab_size, special_ids, p, generator, p_fixed=0.15)
+
+
+@wrong("mlm_corrupt", "MASK|80|mask_id")
+def mlm_split_reversed(input_ids, mask_id, vocab_size, special_ids, p=0.15, generator=None):
+    # u < 0.1 -> [MASK], 0.1 <= u < 0.2 -> random: the shares read backwards
+    return _corrupt(input_ids, mask_id, vocab_size, special_ids, p, generator, split=(0.1, 0.2))
+
+
+@wrong("mlm_corrupt", "-100")
+def mlm_labels_zero(input_ids, mask_id, vocab_size, special_ids, p=0.15, generator=None):
+    return _corrupt(input_ids, mask_id, vocab_size, special_ids, p, generator, label_fill=0)
+
+
+@wrong("mlm_corrupt", "order|tuple|swapped|(inputs, labels)")
+def mlm_returns_labels_first(input_ids, mask_id, vocab_size, special_ids, p=0.15, generator=None):
+    inputs, labels = _corrupt(input_ids, mask_id, vocab_size, special_ids, p, generator)
+    return labels, inputs
+
+
+@wrong("mlm_corrupt", "kept|unchanged|label|chosen")
+def mlm_labels_only_changed(input_ids, mask_id, vocab_size, special_ids, p=0.15, generator=None):
+    return _corrupt(input_ids, mask_id, vocab_size, special_ids, p, generator,
+                    labels_fn=lambda ids, inp, ch, m, r: torch.where(m | r, ids, -100))  # fmt: skip
+
+
+# ---------------------------------------------------------------------------------------------
+# Exercise 4: masked_lm_loss(hidden, labels, head)
+
+
+@wrong("masked_lm_loss", "head|labelled|all positions|every position|vectors")
+def loss_head_everywhere(hidden, labels, head):
+    return F.cross_entropy(head(hidden).flatten(0, 1), labels.flatten())
+
+
+@wrong("masked_lm_loss", "sum|mean")
+def loss_sum(hidden, labels, head):
+    chosen = labels != -100
+    return F.cross_entropy(head(hidden[chosen]), labels[chosen], reduction="sum")
+
+
+@wrong("masked_lm_loss", "mean|all positions|labelled|B*T|B * T|divid")
+def loss_mean_over_all_positions(hidden, labels, head):
+    chosen = labels != -100
+    total = F.cross_entropy(head(hidden[chosen]), labels[chosen], reduction="sum")
+    return total / labels.numel()
+
+
+@wrong("masked_lm_loss", "tensor|grad|item|float")
+def loss_item(hidden, labels, head):
+    chosen = labels != -100
+    return F.cross_entropy(head(hidden[chosen]), labels[chosen]).item()
+
+
+@wrong("masked_lm_loss", "softmax|logits")
+def loss_softmax_first(hidden, labels, head):
+    chosen = labels != -100
+    return F.cross_entropy(head(hidden[chosen]).softmax(dim=-1), labels[chosen])
+
+
+@wrong("masked_lm_loss", "-100|labelled|invert|unlabelled|nan")
+def loss_inverted_selection(hidden, labels, head):
+    chosen = labels == -100
+    return F.cross_entropy(head(hidden[chosen]), labels[chosen])
+
+
+@wrong("masked_lm_loss", "log_softmax|log|nll")
+def loss_nll_on_logits(hidden, labels, head):
+    chosen = labels != -100
+    return F.nll_loss(head(hidden[chosen]), labels[chosen])
+
+
+@wrong("masked_lm_loss", "-100|0|id 0|zero")
+def loss_positive_labels_only(hidden, labels, head):
+    chosen = labels > 0
+    return F.cross_entropy(head(hidden[chosen]), labels[chosen])
+
+
+@wrong("masked_lm_loss", "batch|first|sequence")
+def loss_first_sequence_only(hidden, labels, head):
+    chosen = labels[0] != -100
+    return F.cross_entropy(head(hidden[0][chosen]), labels[0][chosen])
+
+
+@wrong("masked_lm_loss", "grad|detach")
+def loss_detached(hidden, labels, head):
+    chosen = labels != -100
+    return F.cross_entropy(head(hidden.detach()[chosen]), labels[chosen])
+
+
+@wrong("masked_lm_loss", "0-dim|shape|scalar|mean|one number")
+def loss_per_position(hidden, labels, head):
+    chosen = labels != -100
+    return F.cross_entropy(head(hidden[chosen]), labels[chosen], reduction="none")
+
+
+@wrong("masked_lm_loss", "mean|sequence|batch|average")
+def loss_mean_of_sequence_means(hidden, labels, head):
+    losses = []
+    for h, y in zip(hidden, labels):
+        chosen = y != -100
+        if chosen.any():
+            losses.append(F.cross_entropy(head(h[chosen]), y[chosen]))
+    return torch.stack(losses).mean()
+
+
+# ---------------------------------------------------------------------------------------------
+# Exercise 5: cls_logits(hidden, pooler, classifier)
+
+
+@wrong("cls_logits", "CLS|position 0|first|last")
+def cls_last_token(hidden, pooler, classifier):
+    return classifier(torch.tanh(pooler(hidden[:, -1])))
+
+
+@wrong("cls_logits", "tanh")
+def cls_no_tanh(hidden, pooler, classifier):
+    return classifier(pooler(hidden[:, 0]))
+
+
+@wrong("cls_logits", "CLS|mean|position 0|first")
+def cls_mean_pool(hidden, pooler, classifier):
+    return classifier(torch.tanh(pooler(hidden.mean(dim=1))))
+
+
+@wrong("cls_logits", "tanh|relu|activation")
+def cls_relu(hidden, pooler, classifier):
+    return classifier(torch.relu(pooler(hidden[:, 0])))
+
+
+@wrong("cls_logits", "tanh|logits|classifier")
+def cls_tanh_on_logits(hidden, pooler, classifier):
+    return torch.tanh(classifier(torch.tanh(pooler(hidden[:, 0]))))
+
+
+@wrong("cls_logits", "softmax|logits|probabilit")
+def cls_softmax(hidden, pooler, classifier):
+    return classifier(torch.tanh(pooler(hidden[:, 0]))).softmax(dim=-1)
+
+
+@wrong("cls_logits", "batch|hidden[:, 0]|shape|first")
+def cls_first_sequence(hidden, pooler, classifier):
+    return classifier(torch.tanh(pooler(hidden[0])))
+
+
+@wrong("cls_logits", "pooler")
+def cls_skips_pooler(hidden, pooler, classifier):
+    return classifier(torch.tanh(hidden[:, 0]))
+
+
+@wrong("cls_logits", "shape|(B, n_classes)|n_classes|keep")
+def cls_keeps_time_axis(hidden, pooler, classifier):
+    return classifier(torch.tanh(pooler(hidden[:, :1])))
+
+
+@wrong("cls_logits", "tanh|sigmoid|activation")
+def cls_sigmoid(hidden, pooler, classifier):
+    return classifier(torch.sigmoid(pooler(hidden[:, 0])))
+
+
+@wrong("cls_logits", "CLS|max|position 0|first")
+def cls_max_pool(hidden, pooler, classifier):
+    return classifier(torch.tanh(pooler(hidden.amax(dim=1))))
+
+
+@wrong("cls_logits", "tanh|pooler|order|before")
+def cls_tanh_before_pooler(hidden, pooler, classifier):
+    return classifier(pooler(torch.tanh(hidden[:, 0])))
