@@ -80,13 +80,13 @@ def pair_int32(pairs, cls_id, sep_id, pad_id):
     return _pairs(pairs, cls_id, sep_id, pad_id, dtype=torch.int32)
 
 
-@wrong("pair_inputs", "longest|length|L|truncat")
+@wrong("pair_inputs", "longest|length|truncat")
 def pair_length_of_first(pairs, cls_id, sep_id, pad_id):
     a, b = pairs[0]
     return _pairs(pairs, cls_id, sep_id, pad_id, L=len(a) + len(b) + 3)
 
 
-@wrong("pair_inputs", "order|token_type|attention_mask|swapped")
+@wrong("pair_inputs", "order|swapped")
 def pair_outputs_swapped(pairs, cls_id, sep_id, pad_id):
     ids, seg, att = _pairs(pairs, cls_id, sep_id, pad_id)
     return ids, att, seg
@@ -208,7 +208,7 @@ def emb_returns_mask_first(input_ids, token_type_ids, attention_mask, tok, pos, 
     return _mask(attention_mask), norm(tok[input_ids] + pos[:T] + seg[token_type_ids])
 
 
-@wrong("bert_embeddings", "position|batch|B")
+@wrong("bert_embeddings", "position|batch")
 def emb_positions_per_sequence(input_ids, token_type_ids, attention_mask, tok, pos, seg, norm):
     B = input_ids.shape[0]
     x = (
@@ -251,7 +251,7 @@ def mlm_specials_chosen(input_ids, mask_id, vocab_size, special_ids, p=0.15, gen
     )
 
 
-@wrong("mlm_corrupt", "label|-100")
+@wrong("mlm_corrupt", "invert|reversed|the other way|swapped")
 def mlm_labels_inverted(input_ids, mask_id, vocab_size, special_ids, p=0.15, generator=None):
     return _corrupt(input_ids, mask_id, vocab_size, special_ids, p, generator,
                     labels_fn=lambda ids, inp, ch, m, r: torch.where(ch, -100, ids))  # fmt: skip
@@ -288,7 +288,7 @@ def mlm_in_place(input_ids, mask_id, vocab_size, special_ids, p=0.15, generator=
     return input_ids, labels
 
 
-@wrong("mlm_corrupt", "p|rate|probability|share")
+@wrong("mlm_corrupt", "`p`|p=|rate|probability")
 def mlm_ignores_p(input_ids, mask_id, vocab_size, special_ids, p=0.15, generator=None):
     return _corrupt(input_ids, mask_id, vocab_size, special_ids, p, generator, p_fixed=0.15)
 
@@ -310,7 +310,7 @@ def mlm_returns_labels_first(input_ids, mask_id, vocab_size, special_ids, p=0.15
     return labels, inputs
 
 
-@wrong("mlm_corrupt", "kept|unchanged|label|chosen")
+@wrong("mlm_corrupt", "kept|unchanged", "label")
 def mlm_labels_only_changed(input_ids, mask_id, vocab_size, special_ids, p=0.15, generator=None):
     return _corrupt(input_ids, mask_id, vocab_size, special_ids, p, generator,
                     labels_fn=lambda ids, inp, ch, m, r: torch.where(m | r, ids, -100))  # fmt: skip
@@ -362,7 +362,7 @@ def loss_nll_on_logits(hidden, labels, head):
     return F.nll_loss(head(hidden[chosen]), labels[chosen])
 
 
-@wrong("masked_lm_loss", "-100|0|id 0|zero")
+@wrong("masked_lm_loss", "-100|id 0|zero")
 def loss_positive_labels_only(hidden, labels, head):
     chosen = labels > 0
     return F.cross_entropy(head(hidden[chosen]), labels[chosen])

@@ -32,9 +32,11 @@ class _CountingHead(nn.Module):
         self.weight = nn.Parameter(torch.randn(V, C, generator=g) / C**0.5)
         self.bias = nn.Parameter(0.1 * torch.randn(V, generator=g))
         self.rows = 0
+        self.seen: list[torch.Tensor] = []  # what the head was run on
 
     def forward(self, h):
         self.rows += h.numel() // h.shape[-1]
+        self.seen.append(h.detach().reshape(-1, h.shape[-1]))
         return F.linear(h, self.weight, self.bias)
 
 
@@ -106,10 +108,56 @@ def _loss_mistakes(hidden, labels, head) -> list[Mistake]:
             lambda: -logits[chosen].log_softmax(0).gather(-1, labels[chosen][:, None]).mean(),
         ),
         Mistake(
+            "softmax is applied before F.cross_entropy, which applies log_softmax itself: pass "
+            "the logits, not probabilities",
+            lambda: F.cross_entropy(logits[chosen].softmax(-1), labels[chosen]),
+        ),
+        Mistake(
+            "F.nll_loss expects log-probabilities: apply log_softmax to the logits first, or use "
+            "F.cross_entropy on the logits",
+            lambda: F.nll_loss(logits[chosen], labels[chosen]),
+        ),
+        Mistake(
+            "log_softmax is applied twice? F.cross_entropy takes the logits as they are",
+            lambda: F.cross_entropy(logits[chosen].log_softmax(-1).log_softmax(-1), labels[chosen]),
+        ),
+        Mistake(
             "the head is skipped: apply `head` to the hidden vectors to get (M, V) logits",
             lambda: F.cross_entropy(hidden[chosen], labels[chosen]),
         ),
     ]
+
+
+def _which_rows(run: Runner, head: _CountingHead, h, labels, M: int) -> str | None:
+    """The head ran on vectors other than the M labelled ones: which?"""
+    seen = torch.cat(head.seen) if head.seen else h.new_zeros(0, h.shape[-1])
+    chosen = labels != _ref.IGNORE_INDEX
+    if seen.shape[0] == M:
+        return None
+    if seen.shape[0] and seen.shape == h[0][chosen[0]].shape and torch.equal(seen, h[0][chosen[0]]):
+        return (
+            "only the first sequence of the batch is used (hidden[0]): select the labelled "
+            "positions of every sequence at once, hidden[labels != -100] (an (M, C) matrix)"
+        )
+    return (
+        f"your function ran the head on {seen.shape[0]} vectors, but the batch has {M} labelled "
+        "positions: select them all with hidden[labels != -100]"
+    )
+
+
+def _gradient_to_hidden(run: Runner, h, labels, head) -> str | None:
+    """The loss must let gradients reach the encoder: d loss / d hidden is not all zero."""
+    hh = h.clone().requires_grad_(True)
+    out, error, _ = run.attempt((hh, labels.clone(), head), {})
+    if error is not None or not TRUSTED.is_tensor(out) or not out.requires_grad:
+        return None
+    (grad,) = torch.autograd.grad(out, hh, allow_unused=True)
+    if grad is None or not bool((grad != 0).any()):
+        return (
+            "no gradient reaches `hidden` (the encoder's output): do not .detach() it or index a "
+            "detached copy; the MLM loss trains the encoder through hidden"
+        )
+    return None
 
 
 def check_masked_lm_loss(masked_lm_loss, hidden: bool = False) -> None:
@@ -131,7 +179,7 @@ def check_masked_lm_loss(masked_lm_loss, hidden: bool = False) -> None:
         head = _CountingHead(C, V, generator(case.data["seed"]))
         with torch.no_grad():
             want = F.cross_entropy(head(h).flatten(0, 1), labels.flatten())  # ignore_index=-100
-        head.rows = 0
+        head.rows, head.seen = 0, []
         M = int((labels != _ref.IGNORE_INDEX).sum())
         case.args = (h, labels, head)
         value = run.call(case)
@@ -149,8 +197,10 @@ def check_masked_lm_loss(masked_lm_loss, hidden: bool = False) -> None:
 
         loss = run.expect_tensor(value, case, (), torch.float32, what="loss", shape_hint=hint)
         if not run.close(loss, want, atol=1e-5, rtol=1e-5):
+            rows = _which_rows(run, head, h, labels, M)
             message = run.diagnose(loss, _loss_mistakes(h, labels, head), 1e-5, 1e-5)
-            run.fail(message or run.mismatch(loss, want, "loss"), case)
+            message = message or rows
+            run.fail(message or run.mismatch(loss, want, "loss"), case, named=message is not None)
         if head.rows != M:
             where = (
                 "every position (B*T = " + str(labels.numel()) + ")"
@@ -169,6 +219,9 @@ def check_masked_lm_loss(masked_lm_loss, hidden: bool = False) -> None:
                 "use .detach(), .item() or torch.no_grad() in the loss",
                 case,
             )
+        message = _gradient_to_hidden(run, h, labels, head)
+        if message:
+            run.fail(message, case)
     run.passed()
 
 
@@ -238,6 +291,57 @@ def _cls_mistakes(h, pooler, classifier) -> list[Mistake]:
     ]
 
 
+_ACTIVATIONS = {
+    "no activation": lambda p: p,
+    "ReLU": torch.relu,
+    "sigmoid": torch.sigmoid,
+    "GELU": F.gelu,
+    "softmax": lambda p: p.softmax(-1),
+}
+
+
+def _cls_trace(run: Runner, case: Case) -> str | None:
+    """Run the student's function with hooks on the pooler and the classifier: what does each
+    receive, and what happens to the classifier's output?"""
+    from transformer_lab.checks._core import _clone
+
+    h, pooler, classifier = case.args
+    seen: dict[str, list] = {"pooler": [], "classifier": []}
+    hooks = [
+        module.register_forward_hook(
+            lambda m, i, o, k=key: seen[k].append((i[0].detach().clone(), o.detach().clone()))
+        )
+        for key, module in (("pooler", pooler), ("classifier", classifier))
+    ]
+    try:
+        out, error, _ = run.attempt((_clone(h), pooler, classifier), {})
+    finally:
+        for hook in hooks:
+            hook.remove()
+    if error is not None or len(seen["pooler"]) != 1 or len(seen["classifier"]) != 1:
+        return None
+    (p_in, p_out), (c_in, c_out) = seen["pooler"][0], seen["classifier"][0]
+    same = lambda a, b: a.shape == b.shape and torch.allclose(a, b, atol=1e-5, rtol=1e-5)  # noqa: E731
+    if not same(p_in, h[:, 0]):
+        for t in range(1, h.shape[1]):
+            if same(p_in, h[:, t]):
+                return f"the pooler reads token {t}; [CLS] is the first token, hidden[:, 0]"
+        if same(p_in, torch.tanh(h[:, 0])):
+            return "tanh is applied before the pooler; it comes after: tanh(pooler(hidden[:, 0]))"
+        return "the pooler does not get the [CLS] vectors hidden[:, 0] (one per sequence)"
+    if not same(c_in, torch.tanh(p_out)):
+        for name, f in _ACTIVATIONS.items():
+            if same(c_in, f(p_out)):
+                return f"the pooler's activation is tanh, but yours is {name}: tanh(pooler(h_CLS))"
+        return "the classifier does not get tanh(pooler(hidden[:, 0])): the pooler's activation is tanh"
+    if TRUSTED.is_tensor(out) and not same(out.detach(), c_out):
+        return (
+            "the classifier's output is changed before it is returned: return the logits "
+            "classifier(tanh(pooler(hidden[:, 0]))) as they are"
+        )
+    return None
+
+
 def check_cls_logits(cls_logits, hidden: bool = False) -> None:
     """Check ``cls_logits(hidden, pooler, classifier) -> classifier(tanh(pooler(hidden[:, 0])))``."""
     __tracebackhide__ = True
@@ -256,6 +360,8 @@ def check_cls_logits(cls_logits, hidden: bool = False) -> None:
         def hint(got, B=B, T=T, n=n):
             if got == (B, T, n):
                 return "you classified every token; classify the [CLS] vector only, hidden[:, 0]"
+            if got == (B, 1, n):
+                return "hidden[:, :1] keeps the token axis; hidden[:, 0] picks the [CLS] vectors, (B, C)"
             if got == (T, n):
                 return "hidden[0] is the first sequence of the batch, not the [CLS] token: use hidden[:, 0]"
             return None
@@ -265,5 +371,6 @@ def check_cls_logits(cls_logits, hidden: bool = False) -> None:
         )
         if not run.close(out, want, atol=1e-5, rtol=1e-5):
             message = run.diagnose(out, _cls_mistakes(*case.data["parts"]), 1e-5, 1e-5)
-            run.fail(message or run.mismatch(out, want, "logits"), case)
+            message = message or _cls_trace(run, case)
+            run.fail(message or run.mismatch(out, want, "logits"), case, named=message is not None)
     run.passed()

@@ -141,6 +141,19 @@ def _one_call(run: Runner, case: Case, ids, special, mask_id: int, specials: lis
             "keep their original id; all others must be -100 (ignored by the loss).",
             case,
         )
+    changed = inputs != ids
+    if (
+        changed.any()
+        and (labels[changed] == IGNORE).all()
+        and chosen.float().mean() > 0.5
+        and TRUSTED.equal(labels[chosen], ids[chosen])
+    ):
+        run.fail(
+            "the labels are the wrong way round (inverted): yours are -100 at the corrupted "
+            "positions and the ids elsewhere; labels hold the original id where a token was "
+            "chosen and -100 everywhere else.",
+            case,
+        )
     wrong = chosen & (labels != ids)
     if wrong.any() and TRUSTED.equal(labels[wrong], inputs[wrong]):
         run.fail(
@@ -312,6 +325,13 @@ def _proportions(run: Runner, tally: _Tally, p: float, B: int, T: int) -> str:
             f"{measured}: the random replacements were drawn independently of the [MASK]s and "
             "overwrote some of them. Split the chosen positions with ONE uniform number u per "
             "token: u < 0.8 [MASK], 0.8 <= u < 0.9 random, u >= 0.9 kept.",
+            case,
+        )
+    if kept <= 0.02 and masked > 0.5:
+        run.fail(
+            f"no labelled token stays unchanged ({measured}): either nothing is kept (u >= 0.9 "
+            "must keep the original id), or the kept tokens get no label; every chosen token, "
+            "the 10% kept unchanged too, keeps its label.",
             case,
         )
     if max(abs(masked - 0.8), abs(random - 0.1), abs(kept - 0.1)) > SPLIT_TOL:

@@ -27,6 +27,7 @@ from torch import Tensor, nn
 from transformer_lab import blocks as _ref
 from transformer_lab.checks._core import Case, Mistake, Runner, describe_args, generator
 from transformer_lab.checks._integrity import Forbidden
+from transformer_lab.checks.block_trace import wiring_message
 from transformer_lab.checks.softmax import signature_hint as _signature_hint
 
 __all__ = ["Sublayers", "sublayers_of", "check_encoder_block"]
@@ -339,5 +340,8 @@ def check_encoder_block(encoder_block, hidden: bool = False) -> None:
         if not run.close(out, expected, ATOL, RTOL):
             with torch.no_grad():
                 message = run.diagnose(out, _encoder_mistakes(x, L, pre, mask), ATOL, RTOL)
-            run.fail(message or run.mismatch(out, expected), case)
+            message = message or wiring_message(
+                run, case, 1, lambda T: _encoder(x, T, pre, mask), [(x, "x")], {"mask": mask}
+            )
+            run.fail(message or run.mismatch(out, expected), case, named=message is not None)
     run.passed()
