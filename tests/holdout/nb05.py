@@ -1,10 +1,15 @@
 """Holdout mistakes for notebook 05 (the transformer block), written from the notebook's text and
 solution alone, before reading the checks.
 
-Measured before tuning the checks (``python -m tests.holdout.report 05``),
-62 mistakes: named 43, generic 1, misleading 18, passed 0.
-Most "misleading" ones got the generic "differs from the reference" message, which the checks
-flagged as a named diagnosis (``CheckFailed.named``); the harness counts the flag.
+Figures (``python -m tests.holdout.report 05``): named / generic / misleading / passed.
+- The 62 mistakes before ``AFTER_TUNING_FROM``, on the checks as they were before this work:
+  named 43, generic 1, misleading 18, passed 0. (Most "misleading" ones got the generic "differs from the
+  reference" message, which the checks flagged as a named diagnosis.) After tuning the
+  checks on them: named 62, generic 0, misleading 0, passed 0.
+- The 20 mistakes from ``AFTER_TUNING_FROM`` on, written after tuning and never tuned on: on
+  the old checks named 5, generic 0, misleading 15, passed 0;
+  on the tuned checks named 14, generic 6, misleading 0, passed 0.
+  That is the figure to expect on mistakes nobody here has seen.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from transformer_lab import causal_mask
 
 MISTAKES: list = []
 wrong = collector(MISTAKES, "05")
-NAMED_AT_LEAST = 0.0
+NAMED_AT_LEAST = 0.92
 
 
 def _stats(x):
@@ -509,3 +514,159 @@ def count_final_norm_per_layer(config):
 def count_mlp_biases_both_d_ff(config):
     C, d_ff = config["d_model"], config["d_ff"]
     return _count(config) + config["n_layers"] * (d_ff - C)  # b_2 counted as d_ff entries
+
+
+# =============================================================================================
+# Written after tuning the checks (never used to tune them): the generalisation figure.
+AFTER_TUNING_FROM = len(MISTAKES)
+
+
+@wrong("layer_norm", "unbiased|C - 1|eps")
+def post_ln_std_plus_eps(x, gain, bias, eps=1e-5):
+    return (x - x.mean(dim=-1, keepdim=True)) / (x.std(dim=-1, keepdim=True) + eps) * gain + bias
+
+
+@wrong("layer_norm", "last|dim=-1|feature|each token")
+def post_ln_over_tokens(x, gain, bias, eps=1e-5):
+    mean = x.mean(dim=-2, keepdim=True)
+    var = ((x - mean) ** 2).mean(dim=-2, keepdim=True)
+    return (x - mean) / torch.sqrt(var + eps) * gain + bias
+
+
+@wrong("layer_norm", "gain")
+def post_ln_gain_first(x, gain, bias, eps=1e-5):
+    x = x * gain
+    mean, var = _stats(x)
+    return (x - mean) / torch.sqrt(var + eps) + bias
+
+
+@wrong("layer_norm", "variance|var|denominator|length")
+def post_ln_var_formula(x, gain, bias, eps=1e-5):
+    mean = x.mean(dim=-1, keepdim=True)
+    var = (x**2).mean(dim=-1, keepdim=True) - mean  # mean not squared
+    return (x - mean) / torch.sqrt(var.abs() + eps) * gain + bias
+
+
+@wrong("mlp", "transpose|row")
+def post_mlp_transposed_w2(x, w_1, b_1, w_2, b_2):
+    return F.gelu(x @ w_1 + b_1) @ w_2.T + b_2
+
+
+@wrong("mlp", "factor|scale|sqrt|times")
+def post_mlp_scaled(x, w_1, b_1, w_2, b_2):
+    return (F.gelu(x @ w_1 + b_1) @ w_2 + b_2) / w_1.shape[1] ** 0.5
+
+
+@wrong("mlp", "gelu|erf|exact|approximat")
+def post_mlp_own_gelu(x, w_1, b_1, w_2, b_2):
+    h = x @ w_1 + b_1
+    return (0.5 * h * (1 + torch.erf(h / 2))) @ w_2 + b_2  # sqrt(2) forgotten
+
+
+@wrong("mlp", "activation|gelu|softmax")
+def post_mlp_softmax(x, w_1, b_1, w_2, b_2):
+    return torch.softmax(x @ w_1 + b_1, dim=-1) @ w_2 + b_2
+
+
+@wrong("encoder_block", "mlp|input")
+def post_enc_mlp_reads_stale_h(x, layer, norm_first, mask=None):
+    if norm_first:
+        h = layer.self_attn_norm(x)
+        x = x + layer.self_attn(h, h, mask)
+        return x + layer.mlp(layer.mlp_norm(h))
+    x = layer.self_attn_norm(x + layer.self_attn(x, x, mask))
+    return layer.mlp_norm(x + layer.mlp(x))
+
+
+@wrong("encoder_block", "mlp|input")
+def post_enc_mlp_reads_attention_output(x, layer, norm_first, mask=None):
+    if norm_first:
+        h = layer.self_attn_norm(x)
+        a = layer.self_attn(h, h, mask)
+        x = x + a
+        return x + layer.mlp(layer.mlp_norm(a))
+    x = layer.self_attn_norm(x + layer.self_attn(x, x, mask))
+    return layer.mlp_norm(x + layer.mlp(x))
+
+
+@wrong("encoder_block", "bool|dtype|mask")
+def post_enc_float_mask(x, layer, norm_first, mask=None):
+    if mask is not None:
+        mask = mask.float()
+    if norm_first:
+        h = layer.self_attn_norm(x)
+        x = x + layer.self_attn(h, h, mask)
+        return x + layer.mlp(layer.mlp_norm(x))
+    x = layer.self_attn_norm(x + layer.self_attn(x, x, mask))
+    return layer.mlp_norm(x + layer.mlp(x))
+
+
+@wrong("encoder_block", "residual|returns|return")
+def post_enc_mlp_residual_from_normed(x, layer, norm_first, mask=None):
+    if norm_first:
+        h = layer.self_attn_norm(x)
+        x = x + layer.self_attn(h, h, mask)
+        h2 = layer.mlp_norm(x)
+        return h2 + layer.mlp(h2)
+    x = layer.self_attn_norm(x + layer.self_attn(x, x, mask))
+    return layer.mlp_norm(x + layer.mlp(x))
+
+
+@wrong("decoder_block", "causal|shape|size|T")
+def post_dec_causal_of_memory_length(x, memory, layer, norm_first, memory_mask=None):
+    return _decoder(x, memory, layer, norm_first, causal_mask(memory.shape[1]), memory_mask)
+
+
+@wrong("decoder_block", "query|cross_attn_norm|norm")
+def post_dec_cross_query_unnormed(x, memory, layer, norm_first, memory_mask=None):
+    causal = causal_mask(x.shape[1])
+    if norm_first:
+        h = layer.self_attn_norm(x)
+        x = x + layer.self_attn(h, h, causal)
+        x = x + layer.cross_attn(x, memory, memory_mask)
+        return x + layer.mlp(layer.mlp_norm(x))
+    return _decoder(x, memory, layer, norm_first, causal, memory_mask)
+
+
+@wrong("decoder_block", "mlp|input")
+def post_dec_mlp_skips_cross(x, memory, layer, norm_first, memory_mask=None):
+    causal = causal_mask(x.shape[1])
+    if norm_first:
+        h = layer.self_attn_norm(x)
+        x1 = x + layer.self_attn(h, h, causal)
+        x2 = x1 + layer.cross_attn(layer.cross_attn_norm(x1), memory, memory_mask)
+        return x2 + layer.mlp(layer.mlp_norm(x1))
+    return _decoder(x, memory, layer, norm_first, causal, memory_mask)
+
+
+@wrong("decoder_block", "norm|post-norm|sum|residual")
+def post_dec_postnorm_cross_norm_on_branch(x, memory, layer, norm_first, memory_mask=None):
+    causal = causal_mask(x.shape[1])
+    if not norm_first:
+        x = layer.self_attn_norm(x + layer.self_attn(x, x, causal))
+        x = x + layer.cross_attn_norm(layer.cross_attn(x, memory, memory_mask))
+        return layer.mlp_norm(x + layer.mlp(x))
+    return _decoder(x, memory, layer, norm_first, causal, memory_mask)
+
+
+@wrong("count_parameters", "norm|final|extra")
+def post_count_final_norm_gain_only(config):
+    return _count(config) - config["d_model"]
+
+
+@wrong("count_parameters", "cross|bias")
+def post_count_cross_without_biases(config):
+    C = config["d_model"]
+    return _count(config) - (4 * C * config["n_layers"] if config["cross_attention"] else 0)
+
+
+@wrong("count_parameters", "segment")
+def post_count_two_segments(config):
+    return _count(dict(config, n_segments=2))
+
+
+@wrong("count_parameters", "embedding|table|once")
+def post_count_embeddings_per_layer(config):
+    C = config["d_model"]
+    tables = (config["vocab_size"] + config["max_len"] + config["n_segments"]) * C
+    return _count(config) + (config["n_layers"] - 1) * tables

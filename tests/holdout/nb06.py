@@ -1,10 +1,19 @@
 """Holdout mistakes for notebook 06 (BERT), written from the notebook's text and solution alone,
 before reading the checks.
 
-Measured before tuning the checks (``python -m tests.holdout.report 06``),
-62 mistakes: named 50, generic 2, misleading 8, passed 2.
-Most "misleading" ones got the generic "differs from the reference" message, which the checks
-flagged as a named diagnosis (``CheckFailed.named``); the harness counts the flag.
+Figures (``python -m tests.holdout.report 06``): named / generic / misleading / passed.
+- The 62 mistakes before ``AFTER_TUNING_FROM``, on the checks as they were before this work:
+  named 45, generic 3, misleading 12, passed 2. (Most "misleading" ones got the generic "differs from the
+  reference" message, which the checks flagged as a named diagnosis.) After tuning the
+  checks on them: named 62, generic 0, misleading 0, passed 0.
+- The 20 mistakes from ``AFTER_TUNING_FROM`` on, written after tuning and never tuned on: on
+  the old checks named 10, generic 2, misleading 8, passed 0;
+  on the tuned checks named 16, generic 4, misleading 0, passed 0.
+  That is the figure to expect on mistakes nobody here has seen.
+
+The first commit of this module recorded 50/2/8/2 before: four alternatives were then
+tightened ("L", "B", "p" and "0" matched almost any message) and two word lists made
+stricter; the figures above are remeasured with the final words.
 """
 
 from __future__ import annotations
@@ -17,7 +26,7 @@ from transformer_lab import masks
 
 MISTAKES: list = []
 wrong = collector(MISTAKES, "06")
-NAMED_AT_LEAST = 0.0
+NAMED_AT_LEAST = 0.95
 
 
 # ---------------------------------------------------------------------------------------------
@@ -458,3 +467,138 @@ def cls_max_pool(hidden, pooler, classifier):
 @wrong("cls_logits", "tanh|pooler|order|before")
 def cls_tanh_before_pooler(hidden, pooler, classifier):
     return classifier(pooler(torch.tanh(hidden[:, 0])))
+
+
+# =============================================================================================
+# Written after tuning the checks (never used to tune them): the generalisation figure.
+AFTER_TUNING_FROM = len(MISTAKES)
+
+
+@wrong("pair_inputs", "CLS|first")
+def post_pair_sep_first(pairs, cls_id, sep_id, pad_id):
+    return _pairs(pairs, cls_id, sep_id, pad_id, row=lambda a, b: [sep_id, *a, sep_id, *b, sep_id])
+
+
+@wrong("pair_inputs", "dtype|long|int64")
+def post_pair_float_mask(pairs, cls_id, sep_id, pad_id):
+    ids, seg, att = _pairs(pairs, cls_id, sep_id, pad_id)
+    return ids, seg, att.float()
+
+
+@wrong("pair_inputs", "segment|token_type")
+def post_pair_segments_one_based(pairs, cls_id, sep_id, pad_id):
+    return _pairs(pairs, cls_id, sep_id, pad_id,
+                  segs=lambda a, b: [1] * (len(a) + 2) + [2] * (len(b) + 1))  # fmt: skip
+
+
+@wrong("pair_inputs", "longest|length")
+def post_pair_sum_of_maxima(pairs, cls_id, sep_id, pad_id):
+    L = max(len(a) for a, _ in pairs) + max(len(b) for _, b in pairs) + 3
+    return _pairs(pairs, cls_id, sep_id, pad_id, L=L)
+
+
+@wrong("bert_embeddings", "position")
+def post_emb_positions_reversed(input_ids, token_type_ids, attention_mask, tok, pos, seg, norm):
+    T = input_ids.shape[1]
+    return norm(tok[input_ids] + pos[:T].flip(0) + seg[token_type_ids]), _mask(attention_mask)
+
+
+@wrong("bert_embeddings", "segment|token_type")
+def post_emb_segments_from_mask(input_ids, token_type_ids, attention_mask, tok, pos, seg, norm):
+    T = input_ids.shape[1]
+    return norm(tok[input_ids] + pos[:T] + seg[attention_mask]), _mask(attention_mask)
+
+
+@wrong("bert_embeddings", "position|broadcast|shape")
+def post_emb_positions_wrong_axis(input_ids, token_type_ids, attention_mask, tok, pos, seg, norm):
+    T = input_ids.shape[1]
+    return norm(tok[input_ids] + pos[:T][:, None, :] + seg[token_type_ids]), _mask(attention_mask)
+
+
+@wrong("bert_embeddings", "mask|(B, 1, 1, T)")
+def post_emb_mask_wrong_axes(input_ids, token_type_ids, attention_mask, tok, pos, seg, norm):
+    T = input_ids.shape[1]
+    x = norm(tok[input_ids] + pos[:T] + seg[token_type_ids])
+    return x, attention_mask.bool()[:, None, :, None]
+
+
+@wrong("mlm_corrupt", "special|random")
+def post_mlm_random_after_specials(
+    input_ids, mask_id, vocab_size, special_ids, p=0.15, generator=None
+):
+    # assumes the specials are the first ids
+    return _corrupt(input_ids, mask_id, vocab_size, special_ids, p, generator,
+                    random_pool=list(range(len(special_ids), vocab_size)))  # fmt: skip
+
+
+@wrong("mlm_corrupt", "random|kept|unchanged")
+def post_mlm_one_number_unscaled(
+    input_ids, mask_id, vocab_size, special_ids, p=0.15, generator=None
+):
+    u = torch.rand(input_ids.shape, generator=generator)
+    chosen = (u < p) & ~torch.isin(input_ids, torch.tensor(list(special_ids)))
+    allowed = torch.tensor([i for i in range(vocab_size) if i not in set(special_ids)])
+    random_ids = allowed[torch.randint(len(allowed), input_ids.shape, generator=generator)]
+    inputs = torch.where(chosen & (u < 0.8), torch.full_like(input_ids, mask_id), input_ids)
+    inputs = torch.where(chosen & (u >= 0.8) & (u < 0.9), random_ids, inputs)
+    return inputs, torch.where(chosen, input_ids, torch.full_like(input_ids, -100))
+
+
+@wrong("mlm_corrupt", "kept|unchanged")
+def post_mlm_no_kept(input_ids, mask_id, vocab_size, special_ids, p=0.15, generator=None):
+    return _corrupt(input_ids, mask_id, vocab_size, special_ids, p, generator, split=(0.8, 1.0))
+
+
+@wrong("mlm_corrupt", "dtype|long|int64")
+def post_mlm_float_labels(input_ids, mask_id, vocab_size, special_ids, p=0.15, generator=None):
+    inputs, labels = _corrupt(input_ids, mask_id, vocab_size, special_ids, p, generator)
+    return inputs, labels.float()
+
+
+@wrong("masked_lm_loss", "head|labelled|every position")
+def post_loss_masked_mean_over_all(hidden, labels, head):
+    chosen = labels != -100
+    per = F.cross_entropy(
+        head(hidden).flatten(0, 1), labels.clamp(min=0).flatten(), reduction="none"
+    )
+    return (per * chosen.flatten()).sum() / chosen.sum()
+
+
+@wrong("masked_lm_loss", "smooth")
+def post_loss_label_smoothing(hidden, labels, head):
+    chosen = labels != -100
+    return F.cross_entropy(head(hidden[chosen]), labels[chosen], label_smoothing=0.1)
+
+
+@wrong("masked_lm_loss", "sign|minus|-1|negative")
+def post_loss_sign(hidden, labels, head):
+    chosen = labels != -100
+    logp = head(hidden[chosen]).log_softmax(dim=-1)
+    return logp.gather(-1, labels[chosen][:, None]).mean()
+
+
+@wrong("masked_lm_loss", "labelled|vectors|position 0")
+def post_loss_skips_first_position(hidden, labels, head):
+    chosen = labels != -100
+    chosen[:, 0] = False  # "[CLS] is never predicted"
+    return F.cross_entropy(head(hidden[chosen]), labels[chosen])
+
+
+@wrong("cls_logits", "classifier|shape")
+def post_cls_no_classifier(hidden, pooler, classifier):
+    return torch.tanh(pooler(hidden[:, 0]))
+
+
+@wrong("cls_logits", "tanh")
+def post_cls_gelu(hidden, pooler, classifier):
+    return classifier(F.gelu(pooler(hidden[:, 0])))
+
+
+@wrong("cls_logits", "CLS|sum|position 0|first")
+def post_cls_sum_pool(hidden, pooler, classifier):
+    return classifier(torch.tanh(pooler(hidden.sum(dim=1))))
+
+
+@wrong("cls_logits", "tanh")
+def post_cls_tanh_twice(hidden, pooler, classifier):
+    return classifier(torch.tanh(torch.tanh(pooler(hidden[:, 0]))))
