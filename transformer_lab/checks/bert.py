@@ -19,6 +19,15 @@ from transformer_lab import bert_inputs as _ref
 from transformer_lab import masks as _masks
 from transformer_lab.checks._core import Case, Mistake, Runner, describe_args, generator
 from transformer_lab.checks._integrity import TRUSTED, Forbidden
+from transformer_lab.checks.bert_evidence import (
+    batch_dependence,
+    ignored_input,
+    layout_problem,
+    length_hint,
+    one_id_fixed,
+    position_error_hint,
+    tuple_order,
+)
 from transformer_lab.checks.softmax import signature_hint as _signature_hint
 
 __all__ = ["check_pair_inputs", "check_bert_embeddings"]
@@ -139,73 +148,6 @@ def _pair_cases(hidden: bool) -> list[Case]:
     return cases
 
 
-def _one_id_fixed(pairs, ids: tuple[int, int, int], value, index: int) -> str | None:
-    """One of cls_id / sep_id / pad_id replaced by a constant reproduces ``value``?"""
-    for k, arg in enumerate(("cls_id", "sep_id", "pad_id")):
-        for constant in (0, 1, 2, 3, 100, 101, 102, 103):
-            if constant == ids[k]:
-                continue
-            fixed = list(ids)
-            fixed[k] = constant
-            variant = _assemble(pairs, *fixed)[index]
-            if variant.shape == value.shape and TRUSTED.equal(variant, value.long()):
-                return (
-                    f"{arg} is hard-coded as {constant}; use the argument ({arg}={ids[k]} in "
-                    f"this case)"
-                )
-    return None
-
-
-def _layout_problem(ids: torch.Tensor, want: torch.Tensor, cls_id: int, sep_id: int) -> str | None:
-    """The first structural problem of input_ids, row by row: [CLS] first, two [SEP], padding
-    at the end."""
-    for r, (row, ref) in enumerate(zip(ids.tolist(), want.tolist())):
-        if row[0] != cls_id:
-            where = [i for i, t in enumerate(row) if t == cls_id]
-            at = f"yours has it at position {where[0]}" if where else "yours has no [CLS]"
-            return f"[CLS] must be the first token (position 0) of every row; in row {r} {at}"
-        n_sep, want_sep = row.count(sep_id), ref.count(sep_id)
-        if n_sep != want_sep:
-            return (
-                f"row {r} has {n_sep} [SEP] token(s); [CLS] a [SEP] b [SEP] has {want_sep}: one "
-                f"after each sentence"
-            )
-    return None
-
-
-def _tuple_order(run: Runner, case: Case, result, expected, names) -> None:
-    """The right tensors in another order: name the order."""
-    import itertools
-
-    def same(a, b) -> bool:
-        return TRUSTED.is_tensor(a) and a.shape == b.shape and TRUSTED.equal(a.long(), b)
-
-    if all(same(v, w) for v, w in zip(result, expected)):
-        return
-    for perm in itertools.permutations(range(len(expected))):
-        if list(perm) != list(range(len(expected))) and all(
-            same(result[i], expected[j]) for i, j in enumerate(perm)
-        ):
-            yours = ", ".join(names[j] for j in perm)
-            run.fail(
-                f"the tuple is in the wrong order: you return ({yours}); return "
-                f"({', '.join(names)}).",
-                case,
-            )
-
-
-def _length_hint(pairs, value) -> str | None:
-    if not (TRUSTED.is_tensor(value) and value.dim() == 2):
-        return None
-    longest = max(len(a) + len(b) + 3 for a, b in pairs)
-    if value.shape[0] == len(pairs) and value.shape[1] != longest:
-        return (
-            f"your rows have length {value.shape[1]}, but the longest assembled pair has "
-            f"len(a) + len(b) + 3 = {longest} tokens: pad every row to the longest pair of the batch"
-        )
-    return None
-
-
 def check_pair_inputs(pair_inputs, hidden: bool = False) -> None:
     """Check ``pair_inputs(pairs, cls_id, sep_id, pad_id) -> (input_ids, token_type_ids, attention_mask)``."""
     __tracebackhide__ = True
@@ -223,7 +165,7 @@ def check_pair_inputs(pair_inputs, hidden: bool = False) -> None:
             run, run.call(case), case, 3, "(input_ids, token_type_ids, attention_mask)"
         )
         pairs, cls_id, sep_id, pad_id = case.data["spec"]
-        _tuple_order(run, case, result, expected, names)
+        tuple_order(run, case, result, expected, names)
         for index, (name, value, want) in enumerate(zip(names, result, expected)):
             if TRUSTED.is_tensor(value) and value.dtype == torch.bool and name == "attention_mask":
                 run.fail(
@@ -247,7 +189,7 @@ def check_pair_inputs(pair_inputs, hidden: bool = False) -> None:
                             f"and pad_id={pad_id}.",
                             case,
                         )
-                found = _one_id_fixed(pairs, (cls_id, sep_id, pad_id), value, index)
+                found = one_id_fixed(_assemble, pairs, (cls_id, sep_id, pad_id), value, index)
                 if found:
                     run.fail(f"{name}: {found}.", case)
             got = run.expect_tensor(
@@ -256,10 +198,10 @@ def check_pair_inputs(pair_inputs, hidden: bool = False) -> None:
                 want.shape,
                 torch.long,
                 what=name,
-                shape_hint=lambda shape, v=value: _length_hint(pairs, v),
+                shape_hint=lambda shape, v=value: length_hint(pairs, v),
             )
             if not TRUSTED.equal(got, want):
-                found = _layout_problem(got, want, cls_id, sep_id) if index == 0 else None
+                found = layout_problem(got, want, cls_id, sep_id) if index == 0 else None
                 if found:
                     run.fail(f"{name}: {found}.", case)
                 run.fail(
@@ -349,72 +291,6 @@ def _embedding_mistakes(ids, segs, tok, pos, seg, norm, T) -> list[Mistake]:
     ]
 
 
-def _ignored_input(run: Runner, case: Case, x: torch.Tensor) -> str | None:
-    """Rerun with one input changed: an x that does not move while the reference does means the
-    input is ignored (or replaced by something fixed)."""
-    from transformer_lab.checks._core import _clone
-
-    ids, segs, mask, tok, pos, seg, norm = case.args
-    T = ids.shape[1]
-    for what, index, changed in (
-        ("token_type_ids (the segment embeddings)", 1, 1 - segs),
-        ("input_ids (the token embeddings)", 0, (ids + 1) % tok.shape[0]),
-    ):
-        args = list(_clone(case.args))
-        args[index] = changed
-        want = norm(tok[args[0]] + pos[:T] + seg[args[1]])
-        if run.close(want, case.data["x"], 1e-5, 1e-5):
-            continue
-        out, error, _ = run.attempt(tuple(args), {})
-        if error is None and isinstance(out, tuple) and len(out) == 2:
-            new = out[0]
-            if (
-                TRUSTED.is_tensor(new)
-                and new.shape == x.shape
-                and run.close(new.detach(), x, 1e-6, 1e-6)
-            ):
-                return (
-                    f"changing {what.split(' ')[0]} does not change your x: {what} are ignored "
-                    f"or indexed by something else; use seg_table[token_type_ids] and "
-                    f"tok_table[input_ids]"
-                )
-    return None
-
-
-def _batch_dependence(run: Runner, case: Case, x: torch.Tensor) -> str | None:
-    """Reverse the order of the sequences: each sequence's x must move with it, unchanged."""
-    from transformer_lab.checks._core import _clone
-
-    ids = case.args[0]
-    if ids.shape[0] < 2:
-        return None
-    args = list(_clone(case.args))
-    for i in range(3):
-        args[i] = args[i].flip(0)
-    out, error, _ = run.attempt(tuple(args), {})
-    if error is None and isinstance(out, tuple) and len(out) == 2 and TRUSTED.is_tensor(out[0]):
-        new = out[0].detach()
-        if new.shape == x.shape and not run.close(new.flip(0), x, 1e-6, 1e-6):
-            return (
-                "reordering the sequences of the batch changes each sequence's x: something is "
-                "indexed by the batch position (positions are the token index t along dim 1, "
-                "pos_table[:T], the same for every sequence)"
-            )
-    return None
-
-
-def _position_error_hint(exc: BaseException, case: Case) -> str:
-    text = str(exc)
-    ids, pos = case.args[0], case.args[4]
-    numbers = {int(n) for n in __import__("re").findall(r"\d+", text)}
-    if "must match the size" in text and {ids.shape[1], pos.shape[0]} <= numbers:
-        return (
-            f"pos_table has max_len = {pos.shape[0]} rows, one per possible position, but the "
-            f"input has T = {ids.shape[1]} tokens: add only the first T rows, pos_table[:T]"
-        )
-    return ""
-
-
 def check_bert_embeddings(bert_embeddings, hidden: bool = False) -> None:
     """Check ``bert_embeddings(input_ids, token_type_ids, attention_mask, tok_table, pos_table,
     seg_table, norm) -> (x, mask)``: x = norm(tok + pos + seg), mask (B, 1, 1, T) bool."""
@@ -430,7 +306,7 @@ def check_bert_embeddings(bert_embeddings, hidden: bool = False) -> None:
         bert_embeddings,
         (),
         hidden,
-        lambda e, c: _position_error_hint(e, c) or base_hint(e, c),
+        lambda e, c: position_error_hint(e, c) or base_hint(e, c),
     )
     for case in _embedding_cases(hidden):
         want_x, want_mask = case.data["x"], case.data["mask"]
@@ -482,7 +358,7 @@ def check_bert_embeddings(bert_embeddings, hidden: bool = False) -> None:
         )
         if not run.close(x, want_x, atol=1e-5, rtol=1e-5):
             message = run.diagnose(x, _embedding_mistakes(*case.data["parts"]), 1e-5, 1e-5)
-            message = message or _ignored_input(run, case, x) or _batch_dependence(run, case, x)
+            message = message or ignored_input(run, case, x) or batch_dependence(run, case, x)
             run.fail(message or run.mismatch(x, want_x, "x"), case, named=message is not None)
         if not TRUSTED.equal(mask, want_mask):
             if TRUSTED.equal(mask, ~want_mask):

@@ -20,8 +20,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from transformer_lab import blocks as _ref
-from transformer_lab.checks._core import Case, Mistake, Runner, _clone, describe_args, generator
+from transformer_lab.checks._core import Case, Mistake, Runner, describe_args, generator
 from transformer_lab.checks._integrity import Forbidden
+from transformer_lab.checks.blocks_evidence import ln_error_hint, ln_evidence, mixing, repeatable
 from transformer_lab.checks.softmax import signature_hint as _signature_hint
 
 __all__ = ["check_layer_norm", "check_mlp"]
@@ -139,80 +140,6 @@ def _ln_mistakes(x: Tensor, g: Tensor, b: Tensor, eps: float) -> list[Mistake]:
     return out
 
 
-def _close(a: Tensor, b: Tensor, atol: float = 1e-4) -> bool:
-    return a.shape == b.shape and bool(torch.allclose(a, b, atol=atol, rtol=1e-3))
-
-
-def _ln_evidence(out: Tensor, x: Tensor, g: Tensor, b: Tensor, eps: float) -> str | None:
-    """Where the student's layer norm goes wrong, from the structure of its output: the affine
-    step (a per-feature scale and shift of the right x_hat), the denominator (each token's
-    x_hat the right direction, the wrong length) or the centring (each token shifted)."""
-    if x.shape[-1] < 2 or not torch.isfinite(out).all():
-        return None
-    x, out, g, b = (t.double() for t in (x, out, g, b))
-    C = x.shape[-1]
-    mean = x.mean(dim=-1, keepdim=True)
-    var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)
-    xhat = (x - mean) / torch.sqrt(var + eps)
-    rows_x, rows_y = xhat.reshape(-1, C), out.reshape(-1, C)
-    if rows_x.shape[0] >= 3:  # y = x_hat * a + c with a, c per feature?
-        design = torch.stack([rows_x, torch.ones_like(rows_x)], dim=-1)  # (N, C, 2)
-        coef = torch.linalg.lstsq(design.transpose(0, 1), rows_y.T[..., None]).solution[..., 0]
-        a, c = coef[:, 0], coef[:, 1]
-        if _close(rows_x * a + c, rows_y, 1e-5):
-            if _close(a, g) and _close(c, b * g):
-                return (
-                    "the bias is added before the gain scales: (x_hat + bias) * gain; scale first, "
-                    "then shift: y = x_hat * gain + bias"
-                )
-            if _close(a, g):
-                return "the normalisation and the gain are right, but the shift is not bias: y = x_hat * gain + bias"
-            if _close(c, b):
-                return "the normalisation and the bias are right, but the scale is not gain: y = x_hat * gain + bias"
-            return (
-                "x_hat is right, but the gain and bias are applied wrongly: y = x_hat * gain + bias "
-                "(gain scales each feature, bias shifts it)"
-            )
-    if (g.abs() < 1e-3).any():
-        return None
-    z = (out - b) / g  # the student's x_hat, if the affine step is right
-    scale = (z * xhat).sum(-1, keepdim=True) / (xhat * xhat).sum(-1, keepdim=True).clamp(min=1e-12)
-    if _close(z, scale * xhat, 1e-5) and not _close(scale, torch.ones_like(scale)):
-        denominator = torch.sqrt(var + eps) / scale  # what the student divided by
-        named = {
-            "the variance (var + eps) instead of its square root, the standard deviation": var
-            + eps,
-            "the variance instead of its square root, the standard deviation": var,
-            "the standard deviation without eps": var.sqrt(),
-            "the standard deviation from the unbiased variance (divides by C - 1)": torch.sqrt(
-                var * C / (C - 1) + eps
-            ),
-        }
-        for what, value in named.items():
-            if _close(denominator, value, 1e-6):
-                return f"each token is divided by {what}: x_hat = (x - mean) / sqrt(var + eps)"
-        return (
-            "each token's normalised vector points the right way but has the wrong length: the "
-            "denominator is wrong; divide by sqrt(var + eps), var the mean of (x - mean)**2"
-        )
-    shift = (z - xhat).mean(-1, keepdim=True)
-    if _close(z, xhat + shift, 1e-5) and not _close(shift, torch.zeros_like(shift)):
-        return (
-            "each token is shifted by a constant: the mean is not subtracted properly (your "
-            "normalised tokens do not have mean 0); x_hat = (x - mean) / sqrt(var + eps)"
-        )
-    return None
-
-
-def _ln_error_hint(exc: BaseException, case: Case) -> str:
-    if "must match the size" in str(exc):
-        return (
-            "a broadcasting error: keep the reduced dimension (keepdim=True) on the mean and the "
-            "variance, so both are (..., 1) and broadcast over the C features"
-        )
-    return _signature_hint(exc, "layer_norm(x, gain, bias, eps=1e-5)")
-
-
 def check_layer_norm(layer_norm, hidden: bool = False) -> None:
     """Check ``layer_norm(x, gain, bias, eps=1e-5)`` against ``torch.nn.functional.layer_norm``."""
     __tracebackhide__ = True  # IPython hides this frame: students see their cell and the message
@@ -230,7 +157,7 @@ def check_layer_norm(layer_norm, hidden: bool = False) -> None:
         layer_norm,
         forbidden,
         hidden,
-        _ln_error_hint,
+        ln_error_hint,
     )
     g = generator(9808 if hidden else 808)
     r = lambda *s: torch.randn(*s, generator=g)  # noqa: E731
@@ -261,7 +188,7 @@ def check_layer_norm(layer_norm, hidden: bool = False) -> None:
         )
         if not run.close(out, expected, ATOL, RTOL):
             message = run.diagnose(out, _ln_mistakes(x, w, b, e), ATOL, RTOL)
-            message = message or _ln_evidence(out, x, w, b, e)
+            message = message or ln_evidence(out, x, w, b, e)
             run.fail(message or run.mismatch(out, expected), case, named=message is not None)
     run.passed()
 
@@ -333,37 +260,6 @@ def _mlp_error_hint(exc: BaseException, case: Case) -> str:
     return _signature_hint(exc, "mlp(x, w_1, b_1, w_2, b_2)")
 
 
-def _repeatable(run: Runner, case: Case, out: Tensor) -> str | None:
-    """A function that gives another output for the same input is random (dropout is on by
-    default in F.dropout): no other diagnosis is meaningful then."""
-    again, error, _ = run.attempt(_clone(case.args), _clone(case.kwargs))
-    if error is None and torch.is_tensor(again) and again.shape == out.shape:
-        if not torch.allclose(again.detach(), out, atol=ATOL, rtol=RTOL, equal_nan=True):
-            return (
-                "your function gives a different output each time for the same input: something "
-                "random runs inside (F.dropout is active unless training=False); remove it, the "
-                "MLP is deterministic"
-            )
-    return None
-
-
-def _mixing(run: Runner, case: Case, out: Tensor, g: torch.Generator) -> str | None:
-    """Does changing token 0 change other tokens' outputs? (The MLP acts on each token alone.)"""
-    x = case.args[0]
-    if x.dim() < 2 or x.shape[-2] < 2:
-        return None
-    changed = x.clone()
-    changed[..., 0, :] = changed[..., 0, :] + 1.0
-    got, error, _ = run.attempt((changed, *_clone(case.args[1:])), {})
-    if error is None and torch.is_tensor(got) and got.shape == out.shape:
-        if not torch.allclose(got[..., 1:, :].detach(), out[..., 1:, :], atol=ATOL, rtol=RTOL):
-            return (
-                "changing token 0 changes other tokens' outputs: your MLP mixes tokens (a sum, "
-                "mean or norm over the token axis?); it must act on each token (row) separately"
-            )
-    return None
-
-
 def check_mlp(mlp, hidden: bool = False) -> None:
     """Check ``mlp(x, w_1, b_1, w_2, b_2) = GELU(x W_1 + b_1) W_2 + b_2`` against
     ``torch.nn.Sequential(Linear, GELU, Linear)`` with the same weights, and that it works on each
@@ -411,7 +307,7 @@ def check_mlp(mlp, hidden: bool = False) -> None:
         )
         if not run.close(out, expected, ATOL, RTOL):
             message = run.diagnose(out, _mlp_mistakes(x, w1, b1, w2, b2), ATOL, RTOL)
-            message = message or _repeatable(run, case, out) or _mixing(run, case, out, g)
+            message = message or repeatable(run, case, out) or mixing(run, case, out)
             run.fail(message or run.mismatch(out, expected), case, named=message is not None)
         if x.dim() >= 2 and x.shape[-2] > 1:  # position-wise: tokens do not talk to each other
             T = x.shape[-2]
