@@ -670,3 +670,83 @@ def post_count_embeddings_per_layer(config):
     C = config["d_model"]
     tables = (config["vocab_size"] + config["max_len"] + config["n_segments"]) * C
     return _count(config) + (config["n_layers"] - 1) * tables
+
+
+# =============================================================================================
+# A third set, written after the second round of changes to the checks (generic fallback,
+# activation and gain probes, per-block tables in the count fit) and never tuned on.
+THIRD_SET_FROM = len(MISTAKES)
+
+
+@wrong("layer_norm", "mean|per token|each token|last")
+def third_ln_global_mean(x, gain, bias, eps=1e-5):
+    mean = x.mean()
+    var = ((x - x.mean(dim=-1, keepdim=True)) ** 2).mean(dim=-1, keepdim=True)
+    return (x - mean) / torch.sqrt(var + eps) * gain + bias
+
+
+@wrong("layer_norm", "variance|standard deviation|denominator|length|sqrt")
+def third_ln_mean_abs_deviation(x, gain, bias, eps=1e-5):
+    mean = x.mean(dim=-1, keepdim=True)
+    spread = (x - mean).abs().mean(dim=-1, keepdim=True)
+    return (x - mean) / (spread + eps) * gain + bias
+
+
+@wrong("mlp", "scale|sqrt|factor")
+def third_mlp_hidden_scaled(x, w_1, b_1, w_2, b_2):
+    return F.gelu((x @ w_1 + b_1) / x.shape[-1] ** 0.5) @ w_2 + b_2
+
+
+@wrong("mlp", "b_2|bias")
+def third_mlp_b2_in_weights(x, w_1, b_1, w_2, b_2):
+    return F.gelu(x @ w_1 + b_1) @ (w_2 + b_2)
+
+
+@wrong("encoder_block", "query|self_attn_norm|normalised|normalized")
+def third_enc_query_raw(x, layer, norm_first, mask=None):
+    if norm_first:
+        h = layer.self_attn_norm(x)
+        x = x + layer.self_attn(x, h, mask)
+        return x + layer.mlp(layer.mlp_norm(x))
+    x = layer.self_attn_norm(x + layer.self_attn(x, x, mask))
+    return layer.mlp_norm(x + layer.mlp(x))
+
+
+@wrong("encoder_block", "mlp")
+def third_enc_forgets_mlp(x, layer, norm_first, mask=None):
+    if norm_first:
+        h = layer.self_attn_norm(x)
+        return x + layer.self_attn(h, h, mask)
+    return layer.self_attn_norm(x + layer.self_attn(x, x, mask))
+
+
+@wrong("decoder_block", "mlp_norm")
+def third_dec_cross_norm_for_mlp(x, memory, layer, norm_first, memory_mask=None):
+    causal = causal_mask(x.shape[1])
+    if norm_first:
+        h = layer.self_attn_norm(x)
+        x = x + layer.self_attn(h, h, causal)
+        x = x + layer.cross_attn(layer.cross_attn_norm(x), memory, memory_mask)
+        return x + layer.mlp(layer.cross_attn_norm(x))
+    return _decoder(x, memory, layer, norm_first, causal, memory_mask)
+
+
+@wrong("decoder_block", "cross_attn|query|input")
+def third_dec_post_cross_reads_block_input(x, memory, layer, norm_first, memory_mask=None):
+    causal = causal_mask(x.shape[1])
+    if not norm_first:
+        start = x
+        x = layer.self_attn_norm(x + layer.self_attn(x, x, causal))
+        x = layer.cross_attn_norm(x + layer.cross_attn(start, memory, memory_mask))
+        return layer.mlp_norm(x + layer.mlp(x))
+    return _decoder(x, memory, layer, norm_first, causal, memory_mask)
+
+
+@wrong("count_parameters", "b_2|bias")
+def third_count_no_b2(config):
+    return _count(config) - config["n_layers"] * config["d_model"]
+
+
+@wrong("count_parameters", "position|max_len")
+def third_count_position_plus_one(config):
+    return _count(config) + config["d_model"]

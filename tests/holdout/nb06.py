@@ -602,3 +602,76 @@ def post_cls_sum_pool(hidden, pooler, classifier):
 @wrong("cls_logits", "tanh")
 def post_cls_tanh_twice(hidden, pooler, classifier):
     return classifier(torch.tanh(torch.tanh(pooler(hidden[:, 0]))))
+
+
+# =============================================================================================
+# A third set, written after the second round of changes to the checks (generic fallback,
+# position-row probe) and never tuned on.
+THIRD_SET_FROM = len(MISTAKES)
+
+
+@wrong("pair_inputs", "attention_mask|special|CLS|SEP")
+def third_pair_mask_words_only(pairs, cls_id, sep_id, pad_id):
+    ids, seg, att = _pairs(pairs, cls_id, sep_id, pad_id)
+    return ids, seg, att * (ids != cls_id) * (ids != sep_id)
+
+
+@wrong("pair_inputs", "pad_id|pad")
+def third_pair_pads_with_sep(pairs, cls_id, sep_id, pad_id):
+    return _pairs(pairs, cls_id, sep_id, sep_id)
+
+
+@wrong("bert_embeddings", "norm|twice")
+def third_emb_norm_twice(input_ids, token_type_ids, attention_mask, tok, pos, seg, norm):
+    T = input_ids.shape[1]
+    return norm(norm(tok[input_ids] + pos[:T] + seg[token_type_ids])), _mask(attention_mask)
+
+
+@wrong("bert_embeddings", "position")
+def third_emb_positions_cumsum(input_ids, token_type_ids, attention_mask, tok, pos, seg, norm):
+    positions = attention_mask.cumsum(dim=1) - 1  # (B, T): padding repeats the last position
+    return norm(tok[input_ids] + pos[positions] + seg[token_type_ids]), _mask(attention_mask)
+
+
+@wrong("mlm_corrupt", "chose|rate|probability")
+def third_mlm_p_as_percent(input_ids, mask_id, vocab_size, special_ids, p=0.15, generator=None):
+    return _corrupt(input_ids, mask_id, vocab_size, special_ids, p, generator, p_fixed=p * 100)
+
+
+@wrong("mlm_corrupt", "random|same")
+def third_mlm_random_shared_by_batch(
+    input_ids, mask_id, vocab_size, special_ids, p=0.15, generator=None
+):
+    special = torch.tensor(list(special_ids))
+    chosen = (torch.rand(input_ids.shape, generator=generator) < p) & ~torch.isin(
+        input_ids, special
+    )
+    allowed = torch.tensor([i for i in range(vocab_size) if i not in set(special_ids)])
+    random_ids = allowed[torch.randint(len(allowed), (input_ids.shape[1],), generator=generator)]
+    u = torch.rand(input_ids.shape, generator=generator)
+    inputs = torch.where(chosen & (u < 0.8), torch.full_like(input_ids, mask_id), input_ids)
+    inputs = torch.where(chosen & (u >= 0.8) & (u < 0.9), random_ids.expand_as(input_ids), inputs)
+    return inputs, torch.where(chosen, input_ids, torch.full_like(input_ids, -100))
+
+
+@wrong("masked_lm_loss", "head|labelled|every position")
+def third_loss_keeps_full_head(hidden, labels, head):
+    chosen = labels != -100
+    return F.cross_entropy(head(hidden[chosen]), labels[chosen]) + 0.0 * head(hidden).sum()
+
+
+@wrong("masked_lm_loss", "perplexity|exp(|e^")
+def third_loss_perplexity(hidden, labels, head):
+    chosen = labels != -100
+    return F.cross_entropy(head(hidden[chosen]), labels[chosen]).exp()
+
+
+@wrong("cls_logits", "pooler|CLS|input|hidden[:, 0]")
+def third_cls_norm_before_pooler(hidden, pooler, classifier):
+    h = hidden[:, 0]
+    return classifier(torch.tanh(pooler(F.layer_norm(h, h.shape[-1:]))))
+
+
+@wrong("cls_logits", "bias|classifier")
+def third_cls_classifier_no_bias(hidden, pooler, classifier):
+    return torch.tanh(pooler(hidden[:, 0])) @ classifier.weight.T

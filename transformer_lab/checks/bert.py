@@ -26,8 +26,10 @@ from transformer_lab.checks.bert_evidence import (
     length_hint,
     one_id_fixed,
     position_error_hint,
+    position_rows,
     tuple_order,
 )
+from transformer_lab.checks.fallback import verdict
 from transformer_lab.checks.softmax import signature_hint as _signature_hint
 
 __all__ = ["check_pair_inputs", "check_bert_embeddings"]
@@ -359,7 +361,9 @@ def check_bert_embeddings(bert_embeddings, hidden: bool = False) -> None:
         if not run.close(x, want_x, atol=1e-5, rtol=1e-5):
             message = run.diagnose(x, _embedding_mistakes(*case.data["parts"]), 1e-5, 1e-5)
             message = message or ignored_input(run, case, x) or batch_dependence(run, case, x)
-            run.fail(message or run.mismatch(x, want_x, "x"), case, named=message is not None)
+            message = message or position_rows(run, case)
+            message, named = verdict(message, x, want_x, "x", {"C": C})
+            run.fail(message, case, named=named)
         if not TRUSTED.equal(mask, want_mask):
             if TRUSTED.equal(mask, ~want_mask):
                 run.fail(

@@ -154,3 +154,31 @@ def position_error_hint(exc: BaseException, case: Case) -> str:
             f"input has T = {ids.shape[1]} tokens: add only the first T rows, pos_table[:T]"
         )
     return ""
+
+
+def position_rows(run: Runner, case: Case) -> str | None:
+    """Run with zero token and segment tables, no norm, and position rows that say their index:
+    which row of pos_table does each token get?"""
+    ids, segs, mask, tok, pos, seg, _ = case.args
+    T = ids.shape[1]
+    rows = torch.arange(1, pos.shape[0] + 1, dtype=pos.dtype)[:, None].expand_as(pos).clone()
+    args = (
+        ids.clone(), segs.clone(), mask.clone(), torch.zeros_like(tok), rows, torch.zeros_like(seg),
+        torch.nn.Identity(),
+    )  # fmt: skip
+    out, error, _ = run.attempt(args, {})
+    if error is not None or not isinstance(out, tuple) or not TRUSTED.is_tensor(out[0]):
+        return None
+    x = out[0].detach()
+    if x.shape != (*ids.shape, pos.shape[1]) or not TRUSTED.equal(x, x[..., :1].expand_as(x)):
+        return None
+    used = x[..., 0].round().long() - 1  # (B, T): the row each token got
+    if not TRUSTED.equal(used, used[:1].expand_as(used)) or (used < 0).any():
+        return None
+    used = used[0].tolist()
+    if used == list(range(T)):
+        return None
+    return (
+        f"the tokens at positions 0..{T - 1} get the rows {used} of pos_table; token t must get "
+        f"row t: pos_table[:T]"
+    )

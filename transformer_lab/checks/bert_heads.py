@@ -17,6 +17,7 @@ from transformer_lab.checks._core import Case, Mistake, Runner, generator
 from transformer_lab.checks._integrity import TRUSTED, Forbidden
 from transformer_lab.checks.bert import _hint, _signature_hint
 from transformer_lab.checks.bert_heads_evidence import cls_trace, gradient_to_hidden, which_rows
+from transformer_lab.checks.fallback import verdict
 
 __all__ = ["check_masked_lm_loss", "check_cls_logits"]
 
@@ -169,7 +170,8 @@ def check_masked_lm_loss(masked_lm_loss, hidden: bool = False) -> None:
             rows = which_rows(head, h, labels, M)
             message = run.diagnose(loss, _loss_mistakes(h, labels, head), 1e-5, 1e-5)
             message = message or rows
-            run.fail(message or run.mismatch(loss, want, "loss"), case, named=message is not None)
+            message, named = verdict(message, loss, want, "loss", {"V": V, "M": M})
+            run.fail(message, case, named=named)
         if head.rows != M:
             where = (
                 "every position (B*T = " + str(labels.numel()) + ")"
@@ -290,5 +292,6 @@ def check_cls_logits(cls_logits, hidden: bool = False) -> None:
         if not run.close(out, want, atol=1e-5, rtol=1e-5):
             message = run.diagnose(out, _cls_mistakes(*case.data["parts"]), 1e-5, 1e-5)
             message = message or cls_trace(run, case)
-            run.fail(message or run.mismatch(out, want, "logits"), case, named=message is not None)
+            message, named = verdict(message, out, want, "logits")
+            run.fail(message, case, named=named)
     run.passed()

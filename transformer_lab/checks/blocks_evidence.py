@@ -14,7 +14,14 @@ from torch import Tensor
 from transformer_lab.checks._core import Case, Runner, _clone
 from transformer_lab.checks.softmax import signature_hint as _signature_hint
 
-__all__ = ["ln_evidence", "ln_error_hint", "repeatable", "mixing"]
+__all__ = [
+    "ln_evidence",
+    "ln_error_hint",
+    "affine_probe",
+    "repeatable",
+    "mixing",
+    "activation_probe",
+]
 
 ATOL, RTOL = 1e-5, 1e-4
 
@@ -122,3 +129,75 @@ def mixing(run: Runner, case: Case, out: Tensor) -> str | None:
                 "mean or norm over the token axis?); it must act on each token (row) separately"
             )
     return None
+
+
+def affine_probe(run: Runner, case: Case, x: Tensor, eps: float) -> str | None:
+    """Rerun with gain = 1 and bias = 0: right then means x_hat is right and the gain and bias
+    are applied wrongly."""
+    C = x.shape[-1]
+    plain = torch.nn.functional.layer_norm(x, (C,), None, None, eps)
+    got, error, _ = run.attempt((x.clone(), torch.ones(C), torch.zeros(C)), _clone(case.kwargs))
+    if error is None and torch.is_tensor(got) and _close(got.detach(), plain, 1e-5):
+        return (
+            "with gain = 1 and bias = 0 your result is right, so x_hat is right; the gain and bias "
+            "are applied wrongly: y = x_hat * gain + bias, after normalising"
+        )
+    return None
+
+
+_ACTIVATIONS = {
+    "ReLU": torch.relu,
+    "the tanh approximation of GELU": lambda h: torch.nn.functional.gelu(h, approximate="tanh"),
+    "SiLU": torch.nn.functional.silu,
+    "tanh": torch.tanh,
+    "sigmoid": torch.sigmoid,
+    "no activation (the identity)": lambda h: h,
+}
+
+
+def activation_probe(run: Runner) -> str | None:
+    """Call the MLP with identity weights and zero biases: the output is then the activation
+    itself, evaluated at known points (checked to act element by element and to scale with w_2)."""
+    n = 7
+    values = torch.tensor([-2.0, -1.0, -0.5, 0.0, 0.5, 1.0, 2.0])
+    x = values[(torch.arange(n)[:, None] + torch.arange(n)[None, :]) % n][None]  # (1, n, n)
+    eye, zero = torch.eye(n), torch.zeros(n)
+    outs = []
+    for w1_scale, w2_scale in ((1.0, 1.0), (1.0, 2.0), (2.0, 1.0)):
+        got, error, _ = run.attempt((x.clone(), w1_scale * eye, zero, w2_scale * eye, zero), {})
+        if error is not None or not torch.is_tensor(got) or got.shape != x.shape:
+            return None
+        outs.append(got.detach().double())
+    f = {v: outs[0][x == v] for v in values.tolist()}
+    if not _close(outs[1], 2 * outs[0], 1e-5):
+        return None  # not an activation followed by w_2
+    nudged = x.clone()
+    nudged[0, 0, 0] += 1.0  # an element-wise activation changes that one output only
+    got, error, _ = run.attempt((nudged, eye, zero, eye, zero), {})
+    if error is not None or not torch.is_tensor(got) or got.shape != x.shape:
+        return None
+    others = (got.detach().double() - outs[0]).abs()
+    others[0, 0, 0] = 0.0
+    if others.max() > 1e-6 or not all(
+        torch.allclose(t, t[0].expand_as(t), atol=1e-6) for t in f.values()
+    ):
+        return (
+            "your activation does not act on each hidden unit separately (a softmax or a norm "
+            "over the hidden features?): GELU is applied element by element, F.gelu(h)"
+        )
+    for v in (-1.0, -0.5, 0.5, 1.0):  # w_1 = 2I evaluates the same function at 2h
+        if not torch.allclose(outs[2][x == v], f[2 * v][0].expand_as(outs[2][x == v]), atol=1e-5):
+            return None
+    act = torch.tensor([float(f[v][0]) for v in values.tolist()], dtype=torch.float64)
+    gelu = torch.nn.functional.gelu(values.double())
+    if torch.allclose(act, gelu, atol=1e-5):
+        return None
+    for name, fn in _ACTIVATIONS.items():
+        if torch.allclose(act, fn(values.double()), atol=1e-5):
+            return f"your activation is {name}, not the exact GELU: F.gelu(x @ w_1 + b_1)"
+    shown = ", ".join(f"{a:.3g}" for a in act.tolist())
+    want = ", ".join(f"{a:.3g}" for a in gelu.tolist())
+    return (
+        f"your activation is not the exact GELU: with identity weights your MLP maps h = -2, -1, "
+        f"-0.5, 0, 0.5, 1, 2 to {shown}; F.gelu gives {want}"
+    )

@@ -20,6 +20,7 @@ from torch import Tensor
 
 from transformer_lab.checks._core import Case, Mistake, Runner, describe_args, generator
 from transformer_lab.checks.block_trace import wiring_message
+from transformer_lab.checks.fallback import verdict
 from transformer_lab.checks.residual import (
     ATOL,
     RTOL,
@@ -269,5 +270,6 @@ def check_decoder_block(decoder_block, hidden: bool = False) -> None:
                 [(x, "x"), (memory, "memory")],
                 {"causal_mask(T)": _causal(T), "memory_mask": mask},
             )
-            run.fail(message or run.mismatch(out, expected), case, named=message is not None)
+            message, named = verdict(message, out, expected, dims={"C": C}, atol=ATOL)
+            run.fail(message, case, named=named)
     run.passed()

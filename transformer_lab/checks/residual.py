@@ -28,6 +28,7 @@ from transformer_lab import blocks as _ref
 from transformer_lab.checks._core import Case, Mistake, Runner, describe_args, generator
 from transformer_lab.checks._integrity import Forbidden
 from transformer_lab.checks.block_trace import wiring_message
+from transformer_lab.checks.fallback import verdict
 from transformer_lab.checks.softmax import signature_hint as _signature_hint
 
 __all__ = ["Sublayers", "sublayers_of", "check_encoder_block"]
@@ -343,5 +344,6 @@ def check_encoder_block(encoder_block, hidden: bool = False) -> None:
             message = message or wiring_message(
                 run, case, 1, lambda T: _encoder(x, T, pre, mask), [(x, "x")], {"mask": mask}
             )
-            run.fail(message or run.mismatch(out, expected), case, named=message is not None)
+            message, named = verdict(message, out, expected, dims={"C": C}, atol=ATOL)
+            run.fail(message, case, named=named)
     run.passed()

@@ -46,6 +46,10 @@ _FEATURES: dict[str, Any] = {
     "max_len*C": lambda c, N, C, F, H, X: c["max_len"] * C,
     "n_segments*C": lambda c, N, C, F, H, X: c["n_segments"] * C,
     "1": lambda c, N, C, F, H, X: 1,
+    # the tables counted in every block
+    "n_layers*V*C": lambda c, N, C, F, H, X: N * c["vocab_size"] * C,
+    "n_layers*max_len*C": lambda c, N, C, F, H, X: N * c["max_len"] * C,
+    "n_layers*n_segments*C": lambda c, N, C, F, H, X: N * c["n_segments"] * C,
 }
 
 
@@ -53,7 +57,7 @@ def _probe_configs() -> list[dict]:
     g = torch.Generator().manual_seed(1234)
     r = lambda lo, hi: int(torch.randint(lo, hi + 1, (1,), generator=g))  # noqa: E731
     configs = []
-    for i in range(48):
+    for i in range(64):
         H = (1, 2, 4)[r(0, 2)]
         configs.append(
             dict(
@@ -144,6 +148,17 @@ def fit_message(terms: dict[str, int]) -> tuple[str, bool] | None:
     for pattern, message in _PATTERNS:
         if terms == pattern:
             return message, True
+    tables = ("V*C", "max_len*C", "n_segments*C")
+    if all(terms.get(f"n_layers*{t}", 0) == -terms.get(t, 0) for t in tables) and any(
+        terms.get(f"n_layers*{t}") for t in tables
+    ):
+        return (
+            "the embedding tables are counted once per block: they appear once, outside the "
+            "n_layers blocks",
+            True,
+        )
+    if terms == {"once C": -1}:
+        return "the extra layer norm has a gain and a bias: 2C, not C", True
     cross = {k: v for k, v in terms.items() if k.startswith("cross ")}
     if cross and len(cross) == len(terms):
         need = {"cross C^2": 4, "cross C": 6}
@@ -156,7 +171,9 @@ def fit_message(terms: dict[str, int]) -> tuple[str, bool] | None:
             True,
         )
     per_block = {
-        k: v for k, v in terms.items() if not k.startswith(("once ", "V*", "max_len", "n_seg", "1"))
+        k: v
+        for k, v in terms.items()
+        if not k.startswith(("once ", "V*", "max_len", "n_seg", "1", "n_layers*"))
     }
     once = {k: v for k, v in terms.items() if k not in per_block}
     parts = []
