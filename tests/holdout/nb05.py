@@ -1,15 +1,21 @@
 """Holdout mistakes for notebook 05 (the transformer block), written from the notebook's text and
 solution alone, before reading the checks.
 
-Figures (``python -m tests.holdout.report 05``): named / generic / misleading / passed.
-- The 62 mistakes before ``AFTER_TUNING_FROM``, on the checks as they were before this work:
-  named 43, generic 1, misleading 18, passed 0. (Most "misleading" ones got the generic "differs from the
-  reference" message, which the checks flagged as a named diagnosis.) After tuning the
-  checks on them: named 62, generic 0, misleading 0, passed 0.
-- The 20 mistakes from ``AFTER_TUNING_FROM`` on, written after tuning and never tuned on: on
-  the old checks named 5, generic 0, misleading 15, passed 0;
-  on the tuned checks named 14, generic 6, misleading 0, passed 0.
-  That is the figure to expect on mistakes nobody here has seen.
+Figures (named / generic / misleading / passed), in the order the sets were written:
+- The first set (before ``AFTER_TUNING_FROM``), on the checks as they were before this work:
+  named 43, generic 1, misleading 18, passed 0. (Most "misleading" ones got the generic "differs from
+  the reference" message, which the checks flagged as a named diagnosis.) After tuning the
+  checks on them: all named.
+- The second set (``AFTER_TUNING_FROM`` to ``THIRD_SET_FROM``), written after that tuning: on
+  the old checks named 5, generic 0, misleading 15, passed 0; on the tuned checks, before
+  anything was changed because of it, named 14, generic 6, misleading 0, passed 0.
+  The checks were then improved again (generic evidence as the last word, probes):
+  named 20, generic 0, misleading 0, passed 0.
+- The third set (from ``THIRD_SET_FROM``), written after the second round and measured before
+  any change: named 6, generic 2, misleading 2, passed 0. After fixing what it showed (no
+  misleading or passed may stay): named 8, generic 2, misleading 0, passed 0.
+The fresh figures of the second and third sets (about 70% and 55-60% named) are the ones to
+expect on mistakes nobody here has seen.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from transformer_lab import causal_mask
 
 MISTAKES: list = []
 wrong = collector(MISTAKES, "05")
-NAMED_AT_LEAST = 0.92
+NAMED_AT_LEAST = 0.97
 
 
 def _stats(x):

@@ -1,19 +1,25 @@
 """Holdout mistakes for notebook 06 (BERT), written from the notebook's text and solution alone,
 before reading the checks.
 
-Figures (``python -m tests.holdout.report 06``): named / generic / misleading / passed.
-- The 62 mistakes before ``AFTER_TUNING_FROM``, on the checks as they were before this work:
-  named 45, generic 3, misleading 12, passed 2. (Most "misleading" ones got the generic "differs from the
-  reference" message, which the checks flagged as a named diagnosis.) After tuning the
-  checks on them: named 62, generic 0, misleading 0, passed 0.
-- The 20 mistakes from ``AFTER_TUNING_FROM`` on, written after tuning and never tuned on: on
-  the old checks named 10, generic 2, misleading 8, passed 0;
-  on the tuned checks named 16, generic 4, misleading 0, passed 0.
-  That is the figure to expect on mistakes nobody here has seen.
+Figures (named / generic / misleading / passed), in the order the sets were written:
+- The first set (before ``AFTER_TUNING_FROM``), on the checks as they were before this work:
+  named 45, generic 3, misleading 12, passed 2. (Most "misleading" ones got the generic "differs from
+  the reference" message, which the checks flagged as a named diagnosis.) After tuning the
+  checks on them: all named.
+- The second set (``AFTER_TUNING_FROM`` to ``THIRD_SET_FROM``), written after that tuning: on
+  the old checks named 10, generic 2, misleading 8, passed 0; on the tuned checks, before
+  anything was changed because of it, named 16, generic 4, misleading 0, passed 0.
+  The checks were then improved again (generic evidence as the last word, probes):
+  named 18, generic 2, misleading 0, passed 0.
+- The third set (from ``THIRD_SET_FROM``), written after the second round and measured before
+  any change: named 5, generic 3, misleading 1, passed 1. After fixing what it showed (no
+  misleading or passed may stay): named 9, generic 1, misleading 0, passed 0.
+The fresh figures of the second and third sets (about 70% and 55-60% named) are the ones to
+expect on mistakes nobody here has seen.
 
-The first commit of this module recorded 50/2/8/2 before: four alternatives were then
-tightened ("L", "B", "p" and "0" matched almost any message) and two word lists made
-stricter; the figures above are remeasured with the final words.
+The first commit of this module recorded 50/2/8/2 for the first set: four alternatives
+were then tightened ("L", "B", "p" and "0" matched almost any message) and two word
+lists made stricter; every figure here is measured with the final words.
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ from transformer_lab import masks
 
 MISTAKES: list = []
 wrong = collector(MISTAKES, "06")
-NAMED_AT_LEAST = 0.95
+NAMED_AT_LEAST = 0.96
 
 
 # ---------------------------------------------------------------------------------------------

@@ -24,7 +24,9 @@ from transformer_lab.checks.bert_evidence import (
     ignored_input,
     layout_problem,
     length_hint,
+    norm_calls,
     one_id_fixed,
+    padding_only,
     position_error_hint,
     position_rows,
     tuple_order,
@@ -361,7 +363,8 @@ def check_bert_embeddings(bert_embeddings, hidden: bool = False) -> None:
         if not run.close(x, want_x, atol=1e-5, rtol=1e-5):
             message = run.diagnose(x, _embedding_mistakes(*case.data["parts"]), 1e-5, 1e-5)
             message = message or ignored_input(run, case, x) or batch_dependence(run, case, x)
-            message = message or position_rows(run, case)
+            message = message or padding_only(case, x, want_x) or position_rows(run, case)
+            message = message or norm_calls(run, case)
             message, named = verdict(message, x, want_x, "x", {"C": C})
             run.fail(message, case, named=named)
         if not TRUSTED.equal(mask, want_mask):

@@ -25,6 +25,9 @@ __all__ = [
     "ignored_input",
     "batch_dependence",
     "position_error_hint",
+    "position_rows",
+    "padding_only",
+    "norm_calls",
 ]
 
 
@@ -156,6 +159,35 @@ def position_error_hint(exc: BaseException, case: Case) -> str:
     return ""
 
 
+def padding_only(case: Case, x: torch.Tensor, want: torch.Tensor) -> str | None:
+    """Right at the real tokens, wrong only at padding positions."""
+    real = case.args[2].bool()  # (B, T) attention_mask
+    if real.all() or real.shape != x.shape[:2]:
+        return None
+    close = torch.isclose(x, want, atol=1e-5, rtol=1e-5).all(dim=-1)  # (B, T)
+    if close[real].all() and not close[~real].all():
+        return (
+            "x is right at the real tokens but differs at the padding positions: padding gets "
+            "the same sum as any token, tok_table[input_ids] + pos_table[t] + "
+            "seg_table[token_type_ids] (the mask, not x, hides it)"
+        )
+    return None
+
+
+def norm_calls(run: Runner, case: Case) -> str | None:
+    """How many times is ``norm`` called? Once, on the sum."""
+    norm = case.args[6]
+    calls = []
+    hook = norm.register_forward_hook(lambda m, i, o: calls.append(1))
+    try:
+        _, error, _ = run.attempt(_clone(case.args), {})
+    finally:
+        hook.remove()
+    if error is None and len(calls) > 1:
+        return f"norm is called {len(calls)} times; apply it once, to the sum tok + pos + seg"
+    return None
+
+
 def position_rows(run: Runner, case: Case) -> str | None:
     """Run with zero token and segment tables, no norm, and position rows that say their index:
     which row of pos_table does each token get?"""
@@ -173,8 +205,15 @@ def position_rows(run: Runner, case: Case) -> str | None:
     if x.shape != (*ids.shape, pos.shape[1]) or not TRUSTED.equal(x, x[..., :1].expand_as(x)):
         return None
     used = x[..., 0].round().long() - 1  # (B, T): the row each token got
-    if not TRUSTED.equal(used, used[:1].expand_as(used)) or (used < 0).any():
+    if (used < 0).any():
         return None
+    if not TRUSTED.equal(used, used[:1].expand_as(used)):
+        b = next(b for b in range(1, used.shape[0]) if not TRUSTED.equal(used[b], used[0]))
+        return (
+            f"the position rows differ between sequences: sequence 0 gets rows "
+            f"{used[0].tolist()} of pos_table, sequence {b} gets {used[b].tolist()}; token t "
+            f"gets row t in every sequence, padding included: pos_table[:T]"
+        )
     used = used[0].tolist()
     if used == list(range(T)):
         return None

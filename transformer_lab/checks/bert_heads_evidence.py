@@ -75,7 +75,14 @@ def cls_trace(run: Runner, case: Case) -> str | None:
     finally:
         for hook in hooks:
             hook.remove()
-    if error is not None or len(seen["pooler"]) != 1 or len(seen["classifier"]) != 1:
+    if error is not None or len(seen["pooler"]) != 1:
+        return None
+    if not seen["classifier"]:
+        return (
+            "the classifier module is never called: apply it as classifier(...), which adds its "
+            "bias to the product with its weight"
+        )
+    if len(seen["classifier"]) != 1:
         return None
     (p_in, p_out), (c_in, c_out) = seen["pooler"][0], seen["classifier"][0]
     same = lambda a, b: a.shape == b.shape and torch.allclose(a, b, atol=1e-5, rtol=1e-5)  # noqa: E731

@@ -75,6 +75,7 @@ class _Tally:
     def __init__(self) -> None:
         self.eligible = self.chosen = self.masked = self.random = self.kept = 0
         self.by_length = 0.0  # chosen count if p * T (whole row) were chosen among the eligible
+        self.pairs = self.equal_pairs = 0  # random replacements at one position in two rows
 
 
 def check_mlm_corrupt(mlm_corrupt, hidden: bool = False) -> None:
@@ -264,6 +265,11 @@ def _count(tally: _Tally, ids, special, inputs, labels, mask_id: int, p: float, 
     tally.kept += int((chosen & (inputs == ids)).sum())
     random = chosen & (inputs != mask_id) & (inputs != ids)
     tally.random += int(random.sum())
+    for t in range(ids.shape[1]):  # two rows with a random token at the same position
+        drawn = inputs[random[:, t], t]
+        if drawn.numel() >= 2:
+            tally.pairs += drawn.numel() - 1
+            tally.equal_pairs += int((drawn[1:] == drawn[0]).sum())
     per_row = eligible.sum(1).float()
     tally.by_length += float(torch.minimum(per_row, torch.full_like(per_row, p * T)).sum())
 
@@ -325,6 +331,13 @@ def _proportions(run: Runner, tally: _Tally, p: float, B: int, T: int) -> str:
             f"{measured}: the random replacements were drawn independently of the [MASK]s and "
             "overwrote some of them. Split the chosen positions with ONE uniform number u per "
             "token: u < 0.8 [MASK], 0.8 <= u < 0.9 random, u >= 0.9 kept.",
+            case,
+        )
+    if tally.pairs >= 5 and tally.equal_pairs == tally.pairs:
+        run.fail(
+            "the random replacements are shared by the sequences of the batch: wherever two rows "
+            "get a random token at the same position, it is the same token; draw one random id per "
+            "token, a tensor of input_ids' shape.",
             case,
         )
     if kept <= 0.02 and masked > 0.5:

@@ -155,6 +155,28 @@ _ACTIVATIONS = {
 }
 
 
+def _scaled_input(run: Runner, values: Tensor) -> str | None:
+    """GELU(a * h) for a constant a? Probed with C = 7, d_ff = 14 (w_1 = [I 0], w_2 = [I; 0])."""
+    n = values.numel()
+    x = values[None, None, :]  # (1, 1, C)
+    w1 = torch.cat([torch.eye(n), torch.zeros(n, n)], dim=1)  # (C, 2C)
+    got, error, _ = run.attempt(
+        (x.clone(), w1, torch.zeros(2 * n), w1.T.clone(), torch.zeros(n)), {}
+    )
+    if error is not None or not torch.is_tensor(got) or got.shape != x.shape:
+        return None
+    y = got.detach().double()[0, 0]
+    h = values.double()
+    for name, a in (("1/sqrt(C)", n**-0.5), ("1/sqrt(d_ff)", (2 * n) ** -0.5), ("1/C", 1 / n),
+                    ("1/d_ff", 1 / (2 * n)), ("sqrt(C)", n**0.5), ("sqrt(d_ff)", (2 * n) ** 0.5)):  # fmt: skip
+        if torch.allclose(y, torch.nn.functional.gelu(a * h), atol=1e-5):
+            return (
+                f"the hidden layer is scaled by {name} before GELU: F.gelu(x @ w_1 + b_1), "
+                f"with no scale factor"
+            )
+    return None
+
+
 def activation_probe(run: Runner) -> str | None:
     """Call the MLP with identity weights and zero biases: the output is then the activation
     itself, evaluated at known points (checked to act element by element and to scale with w_2)."""
@@ -195,6 +217,9 @@ def activation_probe(run: Runner) -> str | None:
     for name, fn in _ACTIVATIONS.items():
         if torch.allclose(act, fn(values.double()), atol=1e-5):
             return f"your activation is {name}, not the exact GELU: F.gelu(x @ w_1 + b_1)"
+    scaled = _scaled_input(run, values)
+    if scaled:
+        return scaled
     shown = ", ".join(f"{a:.3g}" for a in act.tolist())
     want = ", ".join(f"{a:.3g}" for a in gelu.tolist())
     return (

@@ -13,7 +13,7 @@ import torch
 
 from transformer_lab.checks._core import Runner
 
-__all__ = ["fit", "fit_message"]
+__all__ = ["fit", "fit_message", "holds_on_probes"]
 
 
 def _reference_count(config: dict) -> int:
@@ -98,6 +98,18 @@ def fit(run: Runner) -> dict[str, int] | None:
     return {name: int(k) for name, k in zip(_FEATURES, coef.tolist()) if k != 0}
 
 
+def holds_on_probes(run: Runner, options: dict) -> bool:
+    """Does the catalogue's count with ``options`` equal the student's on every probe? (One
+    number can match a wrong mistake by coincidence: n_layers * C = n_segments * C.)"""
+    from transformer_lab.checks.sizes import _count_formula
+
+    for config in _probe_configs()[:16]:
+        got, error, calls = run.attempt((dict(config),), {})
+        if error is not None or calls or got != _count_formula(config, **options):
+            return False
+    return True
+
+
 def _poly(terms: dict[str, int]) -> str:
     """{"C^2": 4, "C": -2, "d_ff": 1} -> "4 C^2 - 2 C + d_ff"."""
     text = ""
@@ -157,8 +169,14 @@ def fit_message(terms: dict[str, int]) -> tuple[str, bool] | None:
             "n_layers blocks",
             True,
         )
-    if terms == {"once C": -1}:
-        return "the extra layer norm has a gain and a bias: 2C, not C", True
+    if terms in ({"once C": -1}, {"once C": 1}):
+        more = "too many" if terms["once C"] > 0 else "too few"
+        return (
+            f"one vector of C {more} outside the blocks: a table with one row {more} (max_len, "
+            "vocab_size or n_segments rows of C), or the extra layer norm counted as C instead "
+            "of 2C (gain and bias)",
+            True,
+        )
     cross = {k: v for k, v in terms.items() if k.startswith("cross ")}
     if cross and len(cross) == len(terms):
         need = {"cross C^2": 4, "cross C": 6}
