@@ -100,10 +100,12 @@ from transformer_lab.checks import cost as _cost_checks
 from transformer_lab.checks import decoder as _decoder_checks
 from transformer_lab.checks import fallback as _fallback
 from transformer_lab.checks import gpt as _gpt_checks
+from transformer_lab.checks import gpt_mistakes as _gpt_mistakes_checks
 from transformer_lab.checks import gpt_model as _gpt_model_checks
 from transformer_lab.checks import heads as _heads_checks
 from transformer_lab.checks import kv_cache as _kv_cache_checks
 from transformer_lab.checks import leaks as _leak_checks
+from transformer_lab.checks import lm_loss as _lm_loss_checks
 from transformer_lab.checks import long_context as _long_context_checks
 from transformer_lab.checks import masks as _masks_checks
 from transformer_lab.checks import mha as _mha_checks
@@ -132,11 +134,12 @@ from transformer_lab.checks.bert_masking import check_mlm_corrupt
 from transformer_lab.checks.blocks import check_layer_norm, check_mlp
 from transformer_lab.checks.cost import check_self_attention_macs
 from transformer_lab.checks.decoder import check_decoder_block
-from transformer_lab.checks.gpt import check_causal_lm_loss, check_next_token_batch
+from transformer_lab.checks.gpt import check_next_token_batch
 from transformer_lab.checks.gpt_model import check_gpt_from_blocks
 from transformer_lab.checks.heads import check_merge_heads, check_split_heads
 from transformer_lab.checks.kv_cache import check_generate_greedy
 from transformer_lab.checks.leaks import check_future_leaks
+from transformer_lab.checks.lm_loss import check_causal_lm_loss
 from transformer_lab.checks.long_context import (
     check_grouped_query_attention,
     check_kv_cache_bytes,
@@ -349,8 +352,10 @@ for _module in (
     _bert_heads_checks,
     _bert_masking_checks,
     _gpt_checks,
+    _gpt_mistakes_checks,
     _gpt_model_checks,
     _kv_cache_checks,
+    _lm_loss_checks,
     _sampling_checks,
     _guards,
 ):

@@ -12,16 +12,14 @@ runs. :func:`random_gpt`, :func:`forbidden_gpt` and :func:`tuple_hint` serve the
 
 from __future__ import annotations
 
-import math
-
 import torch
-from torch import Tensor, nn
+from torch import nn
 
 from transformer_lab.blocks import Block
-from transformer_lab.checks._core import Case, Mistake, Runner, describe_args, generator
+from transformer_lab.checks._core import Case, Runner, describe_args, generator
 from transformer_lab.checks._integrity import TRUSTED, Forbidden
 from transformer_lab.checks.gpt import signature_hint
-from transformer_lab.masks import causal_mask
+from transformer_lab.checks.gpt_mistakes import gpt_mistakes
 from transformer_lab.models import gpt as _gpt
 
 __all__ = ["check_gpt_from_blocks", "random_gpt", "forbidden_gpt", "tuple_hint"]
@@ -92,119 +90,6 @@ def _gpt_configs(hidden: bool) -> list[_gpt.GPTConfig]:
     return configs
 
 
-def _block_like(ref_block: nn.Module, **changes) -> Block:
-    """A Block with the reference block's weights and one constructor argument changed."""
-    attn = ref_block.self_attn
-    args = dict(
-        d_model=attn.d_model,
-        n_heads=attn.n_heads,
-        d_ff=ref_block.mlp.fc1.out_features,
-        activation=changes.pop("activation_", None) or ref_block._tlab_activation,
-        norm_first=True,
-        bias=ref_block.mlp.fc1.bias is not None,
-        eps=ref_block.mlp_norm.eps,
-    )
-    args.update(changes)
-    block = Block(**args).eval()
-    block.load_state_dict(ref_block.state_dict())
-    return block
-
-
-def _gpt_variant(
-    ref,
-    idx,
-    positions="arange",
-    mask="causal",
-    final_norm=True,
-    blocks=None,
-    scale=False,
-    norm_eps=None,
-) -> Tensor:
-    """The reference GPT's forward pass with one known mistake."""
-    T, C = idx.shape[1], ref.config.d_model
-    x = ref.tok_emb(idx) * (math.sqrt(C) if scale else 1.0)  # (B, T, C)
-    table = ref.pos_emb.weight  # (max_len, C)
-    if positions == "arange":
-        x = x + table[:T]
-    elif positions == "from1":
-        x = x + table[1 : T + 1]
-    elif positions == "ids":
-        x = x + table[idx]
-    masks = {
-        "causal": causal_mask(T),
-        "none": None,
-        "strict": torch.ones(T, T, dtype=torch.bool).tril(-1),
-    }
-    for block in blocks if blocks is not None else ref.blocks:
-        x, _ = block(x, mask=masks[mask])
-    if final_norm:
-        x = nn.functional.layer_norm(
-            x, (C,), ref.norm_f.weight, ref.norm_f.bias, norm_eps or ref.config.eps
-        )
-    return ref.lm_head(x)
-
-
-def _gpt_mistakes(ref, idx, activation: str) -> list[Mistake]:
-    other = "gelu" if activation != "gelu" else "gelu_tanh"
-    eps = ref.config.eps
-    return [
-        Mistake(
-            "the position embeddings are missing: x = tok_emb(idx) + pos_emb(positions 0..T-1)",
-            lambda: _gpt_variant(ref, idx, positions="none"),
-        ),
-        Mistake(
-            "the positions start at 1: the first token sits at position 0 (torch.arange(T))",
-            lambda: _gpt_variant(ref, idx, positions="from1"),
-        ),
-        Mistake(
-            "the position table is indexed with the token ids: index it with the positions "
-            "torch.arange(T)",
-            lambda: _gpt_variant(ref, idx, positions="ids"),
-        ),
-        Mistake(
-            "no causal mask: every position sees the future; pass the causal mask (or "
-            "is_causal=True) to every block",
-            lambda: _gpt_variant(ref, idx, mask="none"),
-        ),
-        Mistake(
-            "the mask excludes the diagonal ('r_ij = -inf for j >= i'): in the course's "
-            "convention each token attends to itself too (s <= t)",
-            lambda: _gpt_variant(ref, idx, mask="strict"),
-        ),
-        Mistake(
-            "the final layer norm is missing: GPT-2 applies norm_f to the last block's output "
-            "before the head",
-            lambda: _gpt_variant(ref, idx, final_norm=False),
-        ),
-        Mistake(
-            "the blocks are post-norm: GPT-2 is pre-norm, Block(..., norm_first=True)",
-            lambda: _gpt_variant(
-                ref, idx, blocks=[_block_like(b, norm_first=False) for b in ref.blocks]
-            ),
-        ),
-        Mistake(
-            f"the blocks use the activation '{other}': pass activation=config.activation "
-            f"('{activation}')",
-            lambda: _gpt_variant(
-                ref, idx, blocks=[_block_like(b, activation_=other) for b in ref.blocks]
-            ),
-        ),
-        Mistake(
-            "the blocks use the default eps: pass eps=config.eps",
-            lambda: _gpt_variant(ref, idx, blocks=[_block_like(b, eps=1e-5) for b in ref.blocks]),
-        ),
-        Mistake(
-            "the final norm uses the default eps: pass eps=config.eps",
-            lambda: _gpt_variant(ref, idx, norm_eps=1e-5 if eps != 1e-5 else None),
-        ),
-        Mistake(
-            "the embeddings are multiplied by sqrt(C), as in the original Transformer; GPT-2 "
-            "does not scale them",
-            lambda: _gpt_variant(ref, idx, scale=True),
-        ),
-    ]
-
-
 def _param(run, case, module, attr: str, shape: tuple, what: str) -> nn.Parameter:
     __tracebackhide__ = True
     p = getattr(module, attr, None)
@@ -252,6 +137,15 @@ def _install(run: Runner, case: Case, model, ref, config) -> None:
             f"nn.ModuleList), but yours holds {got}.",
             case,
         )
+    for i, mine in enumerate(blocks):
+        for j in range(i):
+            if mine is blocks[j]:
+                run.fail(
+                    f"blocks[{i}] is the same module as blocks[{j}]: `[Block(...)] * n_layers` "
+                    "repeats one block (shared weights); build a new Block for each layer, e.g. "
+                    "nn.ModuleList(Block(...) for _ in range(config.n_layers)).",
+                    case,
+                )
     for i, (mine, theirs) in enumerate(zip(blocks, ref.blocks)):
         if not isinstance(mine, Block):
             run.fail(
@@ -277,6 +171,7 @@ def _install(run: Runner, case: Case, model, ref, config) -> None:
             f"blocks' norms ({detail}).",
             case,
         )
+    _check_eps(run, case, model, blocks, config.eps)
     head = _param(run, case, model.lm_head, "weight", (V, C), "lm_head")
     if getattr(model.lm_head, "bias", None) is not None:
         run.fail("GPT-2's output head has no bias: nn.Linear(C, V, bias=False).", case)
@@ -305,13 +200,38 @@ def _install(run: Runner, case: Case, model, ref, config) -> None:
             head.copy_(ref.lm_head.weight)
     n_mine = sum(p.numel() for p in model.parameters())
     n_ref = sum(p.numel() for p in ref.parameters())
-    if n_mine != n_ref:
+    if n_mine > n_ref:
         run.fail(
             f"your model has {n_mine:,} parameters, the reference {n_ref:,}: build exactly the "
             "five parts, nothing more.",
             case,
         )
+    if n_mine < n_ref:
+        run.fail(
+            f"your model has {n_mine:,} parameters, the reference {n_ref:,}: some of the "
+            "reference's parameters are missing from your model.parameters().",
+            case,
+            named=False,
+        )
     model.eval()
+
+
+def _check_eps(run: Runner, case: Case, model, blocks, eps: float) -> None:
+    """The norms' eps must be config.eps (a wrong eps changes the logits by less than the
+    tolerance, so it is read off the modules that store it)."""
+    __tracebackhide__ = True
+    norms = [("norm_f", model.norm_f)] + [
+        (f"blocks[{i}].{name}", getattr(b, name, None))
+        for i, b in enumerate(blocks)
+        for name in ("self_attn_norm", "mlp_norm")
+    ]
+    for where, norm in norms:
+        got = getattr(norm, "eps", None)
+        if isinstance(got, float) and abs(got - eps) > 1e-12:
+            run.fail(
+                f"{where} uses eps={got:g}, but config.eps is {eps:g}: pass eps=config.eps.",
+                case,
+            )
 
 
 def check_gpt_from_blocks(GPTFromBlocks, hidden: bool = False) -> None:
@@ -345,9 +265,8 @@ def check_gpt_from_blocks(GPTFromBlocks, hidden: bool = False) -> None:
                 run.fail("forward should return the logits tensor (B, T, V) itself.", fcase)
             out = run.expect_tensor(value, fcase, expected.shape, torch.float32, "logits")
             if not run.close(out, expected, ATOL, RTOL):
-                run.fail(
-                    run.diagnose(out, _gpt_mistakes(ref, idx, config.activation), 1e-4, 1e-3)
-                    or run.mismatch(out, expected, "logits"),
-                    fcase,
-                )
+                message = run.diagnose(out, gpt_mistakes(ref, idx, config.activation), 1e-4, 1e-3)
+                if message is not None:
+                    run.fail(message, fcase)
+                run.fail(run.mismatch(out, expected, "logits"), fcase, named=False)
     run.passed()

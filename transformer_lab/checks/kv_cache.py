@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from transformer_lab.checks._core import Case, Runner, describe_args, generator
+from transformer_lab.checks._core import Case, Runner, _clone, describe_args, generator
 from transformer_lab.checks._integrity import TRUSTED
 from transformer_lab.checks.gpt import signature_hint
 from transformer_lab.checks.gpt_model import forbidden_gpt, random_gpt, tuple_hint
@@ -91,6 +91,7 @@ class _Recorder:
 
     def __init__(self, model) -> None:
         self.calls: list[tuple[int, int, int | None, int]] = []  # (block, T, cache id, cached)
+        self.inputs: list[Tensor] = []  # what the first block received, call by call
         self.handles = [
             block.register_forward_pre_hook(self._hook(i), with_kwargs=True)
             for i, block in enumerate(model.blocks)
@@ -102,6 +103,8 @@ class _Recorder:
             cache = kwargs.get("cache", args[5] if len(args) > 5 else None)
             cached = cache.length if isinstance(cache, KVCache) else 0
             self.calls.append((i, x.shape[1], None if cache is None else id(cache), cached))
+            if i == 0 and isinstance(x, torch.Tensor) and len(self.inputs) < 64:
+                self.inputs.append(x.detach().clone())
 
         return hook
 
@@ -163,16 +166,24 @@ def check_generate_greedy(generate_greedy, hidden: bool = False) -> None:
             return None
 
         out = run.expect_tensor(value, case, expected.shape, torch.long, "token ids", hint)
-        _diagnose_decoding(run, case, model, idx, n, out, expected, recorder.calls, config.n_layers)
+        _diagnose_decoding(run, case, model, idx, n, out, expected, recorder, config.n_layers)
     run.passed()
 
 
-def _diagnose_decoding(run, case, model, idx, n, out, expected, calls, n_layers) -> None:
+def _diagnose_decoding(run, case, model, idx, n, out, expected, recorder, n_layers) -> None:
     __tracebackhide__ = True
+    calls = recorder.calls
     if not TRUSTED.equal(out[:, : idx.shape[1]], idx):
         run.fail("the output must start with the prompt idx, unchanged.", case)
     prompt_calls = calls[:n_layers]
     later = calls[n_layers:]
+    ids = [c[2] for c in prompt_calls if c[2] is not None]
+    if len(set(ids)) < len(ids):
+        run.fail(
+            "several blocks were given the same KVCache: each block caches its own keys and "
+            "values, so make one cache per block, [KVCache() for _ in model.blocks].",
+            case,
+        )
     if any(c[2] is not None and c[3] > 0 and c[1] > 1 for c in later):
         run.fail(
             "after the prompt you run more than the newest token through blocks whose cache "
@@ -189,12 +200,29 @@ def _diagnose_decoding(run, case, model, idx, n, out, expected, calls, n_layers)
                     continue
                 if TRUSTED.equal(out, variant):
                     run.fail(message + ".", case)
+            message = _input_evidence(model, idx, out, recorder.inputs)
+        if message is not None:
+            run.fail(message, case)
+        if _random(run, case, out):
+            run.fail(
+                "two runs on the same prompt gave different tokens: your decoding is random. "
+                "Greedy decoding takes the argmax of the logits (no sampling, no multinomial).",
+                case,
+            )
+        wrong_rows = (out != expected).any(-1).nonzero()[:, 0].tolist()
+        if out.shape[0] > 1 and 0 not in wrong_rows:
+            run.fail(
+                f"sequence 0 is right but sequence {wrong_rows[0]} is not: each row of the batch "
+                "needs its own next token, argmax(dim=-1, keepdim=True) over its own logits.",
+                case,
+            )
         differ = (out != expected).nonzero()[0].tolist()
         run.fail(
             "the tokens differ from greedy decoding by full recomputation, first at sequence "
             f"{differ[0]}, index {differ[1]} (yours {out[differ[0], differ[1]].item()}, "
             f"expected {expected[differ[0], differ[1]].item()}).",
             case,
+            named=False,
         )
     if not calls or all(c[2] is None for c in calls):
         run.fail(
@@ -219,3 +247,58 @@ def _diagnose_decoding(run, case, model, idx, n, out, expected, calls, n_layers)
         run.fail(
             "run the whole prompt through the blocks in one pass first (it fills the caches).", case
         )
+
+
+def _input_evidence(model, idx, out, inputs: list[Tensor]) -> str | None:
+    """What the first block received, taken apart: token embedding + which position row?"""
+    table = model.pos_emb.weight.detach()  # (max_len, C)
+    T0 = idx.shape[1]
+    with torch.no_grad():
+        if inputs and tuple(inputs[0].shape[:2]) == tuple(idx.shape):
+            rest = inputs[0] - model.tok_emb(idx)  # (B, T0, C): the prompt's positions
+            if TRUSTED.allclose(rest, torch.zeros_like(rest), atol=1e-6):
+                return (
+                    "the prompt gets no position embeddings: x = tok_emb(idx) + pos_emb(T0) "
+                    "(positions 0 .. T0 - 1)."
+                )
+        for step, x in enumerate(inputs[1:], start=1):
+            L = T0 + step - 1  # index of the token fed at this step
+            if x.shape[1] != 1 or L >= out.shape[1]:
+                return None
+            rest = x[:, 0] - model.tok_emb(out[:, L])  # (B, C)
+            if TRUSTED.allclose(rest, table[L].expand_as(rest), atol=1e-5):
+                continue
+            if TRUSTED.allclose(rest, torch.zeros_like(rest), atol=1e-6):
+                return (
+                    "the new tokens get no position embedding: add pos_emb(1, offset=L) to the "
+                    f"embedding of the token at index L (here L = {L})."
+                )
+            for r in range(table.shape[0]):
+                if TRUSTED.allclose(rest, table[r].expand_as(rest), atol=1e-5):
+                    return (
+                        f"the token at index {L} of the sequence got the embedding of position "
+                        f"{r}: its position is its index in the whole sequence, prompt included "
+                        f"(pos_emb(1, offset={L}))."
+                    )
+            return (
+                f"after the prompt, the first block's input is not the new token's embedding "
+                f"plus its position: feed tok_emb(new_id) + pos_emb(1, offset=L) (at index {L})."
+            )
+    return None
+
+
+def _random(run, case, out: Tensor) -> bool:
+    """Rerun under another global seed: different tokens mean the decoding samples."""
+    state = torch.get_rng_state()
+    try:
+        torch.manual_seed(12345)
+        with torch.no_grad():
+            again, error, _ = run.attempt(_clone(case.args), _clone(case.kwargs))
+    finally:
+        torch.set_rng_state(state)
+    return (
+        error is None
+        and TRUSTED.is_tensor(again)
+        and again.shape == out.shape
+        and not TRUSTED.equal(again, out)
+    )

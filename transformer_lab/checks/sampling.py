@@ -50,19 +50,31 @@ def _top_k(z: Tensor, k, ties: bool = True, off_by_one: bool = False) -> Tensor:
 
 
 def _top_p(
-    z: Tensor, p, rule: str = "mass_before", probs_from: Tensor | None = None, scatter=True
+    z: Tensor,
+    p,
+    rule: str = "mass_before",
+    probs_from: Tensor | None = None,
+    scatter=True,
+    probs_as: str = "softmax",
 ) -> Tensor:
     if p is None or p >= 1.0 and rule != "no_skip":
         return z
     source = z if probs_from is None else probs_from
     sorted_src, order = torch.sort(source, dim=-1, descending=True)
-    probs = torch.softmax(sorted_src, dim=-1)
+    if probs_as == "logits":  # the running total of the logits themselves
+        probs = sorted_src
+    elif probs_as == "exp":  # e^z without the normalisation
+        probs = torch.exp(sorted_src)
+    else:
+        probs = torch.softmax(sorted_src, dim=-1)
     cum = probs.cumsum(-1)
     if rule in ("mass_before", "no_skip"):
         remove = cum - probs >= p
     else:  # "crossing_dropped": keeps only tokens whose running total stays within p
         remove = cum > p
         remove[..., 0] = False
+    if scatter == "gather":  # mapped back with gather, the wrong inverse of the sort
+        return z.masked_fill(remove.gather(-1, order), NEG_INF)
     if not scatter:  # the sorted mask applied to the vocabulary order
         return z.masked_fill(remove, NEG_INF)
     return z.masked_fill(remove.scatter(-1, order, remove), NEG_INF)
@@ -112,12 +124,61 @@ def _mistakes(z: Tensor, t: float, k, p) -> list[tuple[str, Tensor]]:
             _top_p(_top_k(zt, k), p, scatter=False),
         ),
         (
+            "the top-p mask is mapped back to the vocabulary order with gather: the inverse of "
+            "the sort is a scatter, mask.scatter(-1, order, mask)",
+            _top_p(_top_k(zt, k), p, scatter="gather"),
+        ),
+        (
+            "top-p sums the sorted logits themselves: the nucleus is measured in probabilities, "
+            "so take the softmax of the sorted logits before the cumulative sum",
+            _top_p(_top_k(zt, k), p, probs_as="logits"),
+        ),
+        (
+            "top-p sums e^logits without normalising them: take the softmax of the sorted logits "
+            "(probabilities that sum to 1) before the cumulative sum",
+            _top_p(_top_k(zt, k), p, probs_as="exp"),
+        ),
+        (
             "with top_p = 1 nothing may be removed, but in float32 the running total reaches "
             "exactly 1.0 before a tail of tiny probabilities, which then count as outside the "
             "nucleus: skip top-p when top_p >= 1",
             _top_p(_top_k(zt, k), p, rule="no_skip"),
         ),
     ]
+
+
+def _survivor_evidence(z, t, k, p, out, kept, want) -> str | None:
+    """Name a class of mistake from which tokens survive: the filter run along another
+    dimension, top-k keeping a wrong count, or the right count but not the most likely tokens."""
+    for d in range(z.dim() - 1):  # the reference along another axis than the vocabulary
+        try:
+            other = reference_filter_logits(z.movedim(d, -1), t, k, p).movedim(-1, d)
+        except Exception:
+            continue
+        if TRUSTED.equal(kept, TRUSTED.isfinite(other)):
+            return (
+                f"your filter runs along dim {d}: top-k and top-p act on each row's vocabulary, "
+                "the last dimension (dim=-1)."
+            )
+    n_mine, n_want = kept.sum(-1), want.sum(-1)  # (...,) survivors per row
+    if k and (p is None or p >= 1.0) and k < z.shape[-1]:
+        if bool((kept | ~want).all()) and bool((n_mine == n_want + 1).all()):
+            return (
+                f"top-k keeps k + 1 = {k + 1} tokens per row, one too many: the threshold is the "
+                "k-th largest logit, torch.topk(z, k).values[..., -1:], not the (k+1)-th."
+            )
+    if TRUSTED.equal(n_mine, n_want) and not TRUSTED.equal(kept, want):
+        # the same number per row: are the survivors the most likely tokens of their row?
+        lowest_kept = torch.where(kept, z / t, torch.full_like(z, float("inf"))).amin(-1, True)
+        beaten = (~kept & (z / t > lowest_kept)).any()
+        if bool(beaten):
+            return (
+                "each row keeps as many tokens as the reference, but not the most likely ones "
+                "(a removed token beats a kept one): check the sort direction (descending), and "
+                "map a mask made in sorted order back to token ids with mask.scatter(-1, order, "
+                "mask)."
+            )
+    return None
 
 
 def _same_distribution(a: Tensor, b: Tensor) -> bool:
@@ -219,7 +280,9 @@ def check_filter_logits(filter_logits, hidden: bool = False) -> None:
                 "tokens (the sampler applies the softmax afterwards).",
                 case,
             )
-        if bool(kept.all()) and not bool(want.all()):
+        zt = z / t
+        untouched = TRUSTED.allclose(out.double(), zt.double(), atol=1e-5, rtol=1e-4)
+        if bool(kept.all()) and not bool(want.all()) and not untouched:
             if bool((out < -1e4).any()):
                 run.fail(
                     "removed tokens must be exactly float('-inf') (a large negative number still "
@@ -231,11 +294,24 @@ def check_filter_logits(filter_logits, hidden: bool = False) -> None:
                 "leaves them a probability e^0 / Z.",
                 case,
             )
+        if k == 0:
+            run.fail(
+                "top_k = 0 means off (no top-k filtering, like None), but yours changes which "
+                "tokens survive: skip top-k when top_k is 0 (`if top_k:`).",
+                case,
+            )
         if not bool(kept.any(-1).all()):
-            run.fail("a row has no token left: the most likely token must always survive.", case)
+            run.fail(  # an observation: it says what is wrong, not which step caused it
+                "a row has no token left: the most likely token must always survive.",
+                case,
+                named=False,
+            )
         for message, variant in _mistakes(z, t, k, p):
             if _same_distribution(out, variant):
                 run.fail(message + ".", case)
+        message = _survivor_evidence(z, t, k, p, out, kept, want)
+        if message is not None:
+            run.fail(message, case)
         missing = (want & ~kept).nonzero()
         extra = (kept & ~want).nonzero()
         if len(missing) or len(extra):
@@ -248,10 +324,12 @@ def check_filter_logits(filter_logits, hidden: bool = False) -> None:
                 f"{int(kept.sum())} tokens survive where the reference keeps {int(want.sum())}: "
                 f"{what}.",
                 case,
+                named=False,
             )
         run.fail(
             "the right tokens survive, but their logits are not logits / temperature "
             "(the renormalised probabilities differ).",
             case,
+            named=False,
         )
     run.passed()
