@@ -12,6 +12,8 @@ runs. :func:`random_gpt`, :func:`forbidden_gpt` and :func:`tuple_hint` serve the
 
 from __future__ import annotations
 
+import copy
+
 import torch
 from torch import nn
 
@@ -294,6 +296,9 @@ def check_gpt_from_blocks(GPTFromBlocks, hidden: bool = False) -> None:
                 message = _leak_probe(forward, idx, out, config.vocab_size)
                 if message is not None:
                     run.fail(message, fcase)
+                found = _ablation_probe(forward, model, ref, idx)
+                if found is not None:
+                    run.fail(found[0], fcase, named=found[1])
                 run.fail(run.mismatch(out, expected, "logits"), fcase, named=False)
     run.passed()
 
@@ -314,4 +319,54 @@ def _leak_probe(forward: Runner, idx, out, V: int) -> str | None:
                 f"(< {j}). Position t may only see tokens 0..t: pass is_causal=True to every "
                 "block (or a lower-triangular mask, True = may attend)."
             )
+    return None
+
+
+def _ablation_probe(forward: Runner, model, ref, idx) -> tuple[str, bool] | None:
+    """Localise the difference by switching parts off in both models: with the position tables
+    zeroed, agreement means the positions alone are used wrongly; with every block made an
+    identity (the projections that write into the residual stream zeroed), agreement means the
+    difference lies in how the blocks are run."""
+    saved = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    twin = copy.deepcopy(ref)
+    try:
+        with torch.no_grad():
+
+            def agree() -> bool | None:
+                value, error, calls = forward.attempt((idx,), {})
+                want = twin(idx).logits
+                if error is not None or calls or not TRUSTED.is_tensor(value):
+                    return None
+                if value.shape != want.shape:
+                    return None
+                return bool(TRUSTED.allclose(value, want, atol=1e-5, rtol=1e-4))
+
+            table, twin_table = model.pos_emb.weight.detach().clone(), twin.pos_emb.weight.clone()
+            model.pos_emb.weight.zero_()
+            twin.pos_emb.weight.zero_()
+            if agree():
+                return (
+                    "the position embeddings are used wrongly: with the position table zeroed "
+                    "your logits match the reference. Add the rows of positions 0..T-1, "
+                    "pos_emb(torch.arange(T)), to the token embeddings once, before the blocks.",
+                    True,
+                )
+            model.pos_emb.weight.copy_(table)
+            twin.pos_emb.weight.copy_(twin_table)
+            for block in [*model.blocks, *twin.blocks]:
+                for proj in (block.self_attn.out_proj, block.mlp.fc2):
+                    proj.weight.zero_()
+                    if proj.bias is not None:
+                        proj.bias.zero_()
+            if agree():
+                return (
+                    "with every block made an identity (attention and MLP outputs zeroed) your "
+                    "logits match the reference: look at how the blocks are run (mask, order, "
+                    "arguments, chaining: x, _ = block(x, is_causal=True), once per block).",
+                    False,
+                )
+    except Exception:  # noqa: BLE001 - a probe that cannot run proves nothing
+        return None
+    finally:
+        model.load_state_dict(saved)
     return None

@@ -98,6 +98,20 @@ class _Recorder:
             for i, block in enumerate(model.blocks)
         ]
         self.handles.append(model.lm_head.register_forward_hook(self._head_hook))
+        self.io: list[tuple[int, Tensor, Tensor]] = []  # (block, input, output), first calls
+        self.handles += [
+            block.register_forward_hook(self._io_hook(i), with_kwargs=True)
+            for i, block in enumerate(model.blocks)
+        ]
+
+    def _io_hook(self, i: int):
+        def hook(module, args, kwargs, output):
+            x = args[0] if args else kwargs.get("x")
+            y = output[0] if isinstance(output, tuple) else output
+            if isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor) and len(self.io) < 16:
+                self.io.append((i, x.detach().clone(), y.detach().clone()))
+
+        return hook
 
     def _head_hook(self, module, args, output) -> None:
         if isinstance(output, torch.Tensor) and len(self.logits) < 64:
@@ -215,8 +229,10 @@ def _diagnose_decoding(run, case, model, idx, n, out, expected, recorder, n_laye
             message = _input_evidence(model, idx, out, recorder.inputs)
         if message is not None:
             run.fail(message, case)
-        message = _structure_evidence(calls, n, n_layers) or _argmax_evidence(
-            idx, out, recorder.logits, n
+        message = (
+            _structure_evidence(calls, n, n_layers)
+            or _chain_evidence(recorder.io, n_layers)
+            or _argmax_evidence(idx, out, recorder.logits, n)
         )
         if message is not None:
             run.fail(message, case)
@@ -278,6 +294,12 @@ def _input_evidence(model, idx, out, inputs: list[Tensor]) -> str | None:
                     "the prompt gets no position embeddings: x = tok_emb(idx) + pos_emb(T0) "
                     "(positions 0 .. T0 - 1)."
                 )
+            for r in range(1, table.shape[0] - T0 + 1):
+                if TRUSTED.allclose(rest, table[r : r + T0].expand_as(rest), atol=1e-5):
+                    return (
+                        f"the prompt's positions start at {r}: the prompt fills positions "
+                        f"0 .. T0 - 1, x = tok_emb(idx) + pos_emb(T0)."
+                    )
         for step, x in enumerate(inputs[1:], start=1):
             L = T0 + step - 1  # index of the token fed at this step
             if x.shape[1] != 1 or L >= out.shape[1]:
@@ -359,4 +381,18 @@ def _argmax_evidence(idx, out, logits: list[Tensor], n: int) -> str | None:
             "logits your head computed: greedy decoding appends logits.argmax(dim=-1, "
             "keepdim=True), with no sampling (no multinomial)."
         )
+    return None
+
+
+def _chain_evidence(io: list[tuple[int, Tensor, Tensor]], n_layers: int) -> str | None:
+    """In the prompt pass, block i + 1 must read block i's output."""
+    first = io[:n_layers]
+    if [i for i, _, _ in first] != list(range(n_layers)):
+        return None
+    for (i, _, out), (j, x_next, _) in zip(first, first[1:]):
+        if out.shape == x_next.shape and not TRUSTED.allclose(out, x_next, atol=1e-6):
+            return (
+                f"block {j} does not read block {i}'s output: chain the blocks, "
+                "x, _ = block(x, is_causal=True, cache=cache), each taking the previous output."
+            )
     return None

@@ -325,6 +325,21 @@ def _lm_family(run: Runner, case: Case, out: Tensor, expected: Tensor) -> str | 
     for count, message in denominators:
         if count != n_targets and near(value, total / count):
             return message
+    numerators = [(total, "the real targets' losses")]
+    if not bool(keep.all()):
+        numerators.append((float(nll.sum()), "the losses of every target, padding included,"))
+    for numerator, what in numerators:  # a sum over the right terms, by a whole number
+        c = numerator / value if value > 0 else 0.0
+        whole = round(c)
+        if (
+            1 <= whole <= 4 * B * T
+            and abs(c - whole) < 2e-5 * c
+            and (numerator != total or whole != n_targets)
+        ):
+            return (
+                f"your loss is {what} summed and divided by {whole}: the loss is the mean over "
+                f"the real targets, their sum divided by their number ({n_targets} here)."
+            )
     uniform = float((-torch.log_softmax(logits[:, :-1], -1).mean(-1))[keep].mean())
     if abs(uniform - ref) > 1e-3:
         eps = (value - ref) / (uniform - ref)
