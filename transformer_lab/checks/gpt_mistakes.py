@@ -149,6 +149,17 @@ def gpt_mistakes(ref, idx, activation: str) -> list[Mistake]:
             ),
         ),
         *_block_orders(ref, idx),
+        *(
+            Mistake(
+                f"the blocks have {h} heads, but config.n_heads is {ref.config.n_heads}: pass "
+                "n_heads=config.n_heads to Block (the weights' shapes do not show the heads)",
+                lambda h=h: _gpt_variant(
+                    ref, idx, blocks=[_block_like(b, n_heads=h) for b in ref.blocks]
+                ),
+            )
+            for h in (1, 2, 3, 4, 6, 8, 12, 16)
+            if h != ref.config.n_heads and ref.config.d_model % h == 0
+        ),
         Mistake(
             "the position embeddings are missing: x = tok_emb(idx) + pos_emb(positions 0..T-1)",
             lambda: _gpt_variant(ref, idx, positions="none"),

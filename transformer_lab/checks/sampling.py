@@ -382,6 +382,15 @@ def check_filter_logits(filter_logits, hidden: bool = False) -> None:
                 case,
                 named=False,
             )
+        for scale, what in ((1.0, "not divided by the temperature"),
+                            (1.0 / (t * t), "divided by the temperature twice"),
+                            (t, "multiplied by the temperature")):  # fmt: skip
+            if t != 1.0 and _same_distribution(out, (z * scale).masked_fill(~want, NEG_INF)):
+                run.fail(
+                    f"the right tokens survive, but the logits you return are {what}: return "
+                    "logits / temperature (filtered), once.",
+                    case,
+                )
         run.fail(
             "the right tokens survive, but their logits are not logits / temperature "
             "(the renormalised probabilities differ).",
