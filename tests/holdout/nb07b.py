@@ -14,6 +14,19 @@ Figures (named / generic / misleading / passed):
     returned, lm_head bypassed: generic), filter_logits 15/15, generate_greedy 13/15 (one token
     short, sampling instead of argmax: generic).
   (nb07 at the same time: 106 mistakes, 92 / 14 / 0 / 0.)
+  after tuning, the same 76:               76 / 0 / 0 / 0 (nb07: 106 / 0 / 0 / 0)
+  written after tuning, 25 (5 per exercise), measured once:
+                                            19 / 6 / 0 / 0 by the harness (76%), but one of the
+    19 (after_greedy_cache_per_call, words then "cache|once|before the loop") was in substance
+    misleading: the KV-cache recorder compared cache ids, and Python reused the id of a freed
+    cache, so "several blocks were given the same KVCache" was claimed. Honest figure:
+    18 named / 6 generic / 1 misleading / 0 passed (72%). The recorder now holds the caches
+    (a correctness fix, not tuning) and that entry's words were tightened; it is now named by
+    the catalogue's "a new, empty cache each step". The 6 generic are left as measured: a
+    per-position average of the loss, the loss's sign flipped, norm_f also applied to the
+    embeddings, a second residual around Block, the prompt's keys never cached, and an argmax
+    taken over the hidden state instead of the logits.
+  module total now: 101 mistakes, 95 / 6 / 0 / 0 (94%).
 """
 
 from __future__ import annotations
@@ -30,7 +43,7 @@ from transformer_lab.heads import KVCache
 
 MISTAKES: list = []
 wrong = collector(MISTAKES, "07")
-NAMED_AT_LEAST = 0.0
+NAMED_AT_LEAST = 0.94
 
 
 # ------------------------------------------------------------------ Exercise 1: next_token_batch
@@ -769,4 +782,254 @@ def greedy_refeeds_everything(model, idx, max_new_tokens):
             x, _ = block(x, is_causal=True, cache=cache)  # the cache keeps growing with repeats
         next_id = model.lm_head(model.norm_f(x[:, -1])).argmax(-1, keepdim=True)
         out = torch.cat([out, next_id], dim=1)
+    return out
+
+
+# =================================================================================================
+# Written after tuning: never used to change the checks (their figure is reported separately).
+# =================================================================================================
+
+
+@wrong("next_token_batch", "start|range|every window|0 ..")
+def after_batch_never_start_zero(data, T, B, generator):
+    starts = torch.randint(1, len(data) - T, (B,), generator=generator)  # "1-based"
+    w = _windows(data, starts, T)
+    return w[:, :-1], w[:, 1:]
+
+
+@wrong("next_token_batch", "same window|same start|one start|shift|same as x|consecutive")
+def after_batch_two_draws(data, T, B, generator):
+    sx = torch.randint(len(data) - T, (B,), generator=generator)
+    sy = torch.randint(len(data) - T, (B,), generator=generator)  # a second draw for y
+    return _windows(data, sx, T)[:, :-1], _windows(data, sy, T)[:, 1:]
+
+
+@wrong("next_token_batch", "dtype|long")
+def after_batch_int32(data, T, B, generator):
+    starts = torch.randint(len(data) - T, (B,), generator=generator)
+    w = _windows(data, starts, T)
+    return w[:, :-1].int(), w[:, 1:].int()
+
+
+@wrong("next_token_batch", "(t, b)|transpos|rows")
+def after_batch_stacked_on_dim1(data, T, B, generator):
+    starts = torch.randint(len(data) - T, (B,), generator=generator).tolist()
+    xs = torch.stack([data[s : s + T] for s in starts], dim=1)
+    ys = torch.stack([data[s + 1 : s + T + 1] for s in starts], dim=1)
+    return xs, ys
+
+
+@wrong("next_token_batch", "shift|token after|window|same window")
+def after_batch_ids_plus_one(data, T, B, generator):
+    starts = torch.randint(len(data) - T, (B,), generator=generator)
+    x = _windows(data, starts, T)[:, :-1]
+    return x, x + 1  # "shifted by one"
+
+
+@wrong("causal_lm_loss", "mask|target")
+def after_loss_mask_mixed(logits, ids, attention_mask=None):
+    nll = -torch.log_softmax(logits[:, :-1], -1).gather(-1, ids[:, 1:, None])[..., 0]
+    if attention_mask is None:
+        return nll.mean()
+    return (nll * attention_mask[:, :-1]).sum() / attention_mask[:, 1:].sum()
+
+
+@wrong("causal_lm_loss", "dtype|float32|float64")
+def after_loss_double(logits, ids, attention_mask=None):
+    V = logits.shape[-1]
+    t = _targets(ids, attention_mask)
+    return F.cross_entropy(logits[:, :-1].double().reshape(-1, V), t.reshape(-1))
+
+
+@wrong("causal_lm_loss", "position|average|mean|weigh")
+def after_loss_mean_per_position(logits, ids, attention_mask=None):
+    nll = -torch.log_softmax(logits[:, :-1], -1).gather(-1, ids[:, 1:, None])[..., 0]
+    keep = torch.ones_like(nll) if attention_mask is None else attention_mask[:, 1:].to(nll.dtype)
+    per_position = (nll * keep).sum(0) / keep.sum(0).clamp(min=1)  # (T - 1,)
+    return per_position[keep.sum(0) > 0].mean()
+
+
+@wrong("causal_lm_loss", "sign|minus|negative")
+def after_loss_log_likelihood(logits, ids, attention_mask=None):
+    V = logits.shape[-1]
+    t = _targets(ids, attention_mask)
+    return -F.cross_entropy(logits[:, :-1].reshape(-1, V), t.reshape(-1))
+
+
+@wrong("causal_lm_loss", "padding|-100|ignore|mask")
+def after_loss_masks_logits(logits, ids, attention_mask=None):
+    V = logits.shape[-1]
+    if attention_mask is not None:
+        logits = logits.masked_fill(attention_mask[..., None] == 0, -1e9)
+    return F.cross_entropy(logits[:, :-1].reshape(-1, V), ids[:, 1:].reshape(-1))
+
+
+@wrong("gpt_from_blocks", "position|revers|order")
+class AfterGPTReversedPositions(_GPTBase):
+    def embed(self, idx):
+        return self.tok_emb(idx) + self.pos_emb(torch.arange(idx.shape[1]).flip(0))
+
+
+@wrong("gpt_from_blocks", "norm")
+class AfterGPTInputNorm(_GPTBase):
+    def embed(self, idx):
+        return self.norm_f(super().embed(idx))  # "normalise the embeddings first"
+
+
+@wrong("gpt_from_blocks", "causal|every block|future|leak")
+class AfterGPTCausalFirstOnly(_GPTBase):
+    def forward(self, idx):
+        x, _ = self.blocks[0](self.embed(idx), is_causal=True)
+        for block in self.blocks[1:]:
+            x, _ = block(x)
+        return self.lm_head(self.norm_f(x))
+
+
+@wrong("gpt_from_blocks", "residual|twice|already|block(x)")
+class AfterGPTDoubleResidual(_GPTBase):
+    def forward(self, idx):
+        x = self.embed(idx)
+        for block in self.blocks:
+            out, _ = block(x, is_causal=True)
+            x = x + out  # Block already adds its residual
+        return self.lm_head(self.norm_f(x))
+
+
+@wrong("gpt_from_blocks", "pos_emb|embedding")
+class AfterGPTPositionParameter(_GPTBase):
+    def __init__(self, config):
+        super().__init__(config)
+        self.pos_emb = nn.Parameter(torch.zeros(config.max_len, config.d_model))  # nanoGPT-ish
+
+    def embed(self, idx):
+        return self.tok_emb(idx) + self.pos_emb[: idx.shape[1]]
+
+
+@wrong("filter_logits", "top-k|top_k|k + 1|one too many|k-th")
+def after_filter_kthvalue_off_by_one(logits, temperature=1.0, top_k=None, top_p=None):
+    z = logits / temperature
+    if top_k and top_k < z.shape[-1]:
+        kth = torch.kthvalue(z, z.shape[-1] - top_k, dim=-1, keepdim=True).values
+        z = z.masked_fill(z < kth, float("-inf"))
+    if top_p is not None and top_p < 1.0:
+        z = _top_p(z, top_p)
+    return z
+
+
+@wrong("filter_logits", "cross|reach")
+def after_filter_cum_at_least(logits, temperature=1.0, top_k=None, top_p=None):
+    z = logits / temperature
+    if top_k:
+        z = _top_k(z, top_k)
+    if top_p is not None and top_p < 1.0:
+        sorted_z, order = torch.sort(z, dim=-1, descending=True)
+        cum = torch.softmax(sorted_z, -1).cumsum(-1)
+        rm = cum >= top_p
+        rm[..., 0] = False
+        z = z.masked_fill(rm.scatter(-1, order, rm), float("-inf"))
+    return z
+
+
+@wrong("filter_logits", "temperature")
+def after_filter_temperature_elif(logits, temperature=1.0, top_k=None, top_p=None):
+    if top_k:
+        z = _top_k(logits, top_k)
+    elif temperature:
+        z = logits / temperature
+    else:
+        z = logits
+    if top_p is not None and top_p < 1.0:
+        z = _top_p(z, top_p)
+    return z
+
+
+@wrong("filter_logits", "shape")
+def after_filter_flattened(logits, temperature=1.0, top_k=None, top_p=None):
+    z = (logits / temperature).reshape(-1, logits.shape[-1])  # (N, V), never reshaped back
+    if top_k:
+        z = _top_k(z, top_k)
+    if top_p is not None and top_p < 1.0:
+        z = _top_p(z, top_p)
+    return z
+
+
+@wrong("filter_logits", "none|skip|no filtering|off")
+def after_filter_top_p_none_unhandled(logits, temperature=1.0, top_k=None, top_p=None):
+    z = logits / temperature
+    if top_k:
+        z = _top_k(z, top_k)
+    if top_p < 1.0:
+        z = _top_p(z, top_p)
+    return z
+
+
+@wrong("generate_greedy", "position|offset")
+def after_greedy_offset_from_step(model, idx, max_new_tokens):
+    caches = [KVCache() for _ in model.blocks]
+    out = idx
+    x = model.tok_emb(idx) + model.pos_emb(idx.shape[1])
+    for step in range(max_new_tokens):
+        for block, cache in zip(model.blocks, caches):
+            x, _ = block(x, is_causal=True, cache=cache)
+        nxt = model.lm_head(model.norm_f(x[:, -1])).argmax(-1, keepdim=True)
+        out = torch.cat([out, nxt], dim=1)
+        x = model.tok_emb(nxt) + model.pos_emb(1, offset=step)  # forgot the prompt's length
+    return out
+
+
+@wrong("generate_greedy", "cache|prompt")
+def after_greedy_prompt_not_cached(model, idx, max_new_tokens):
+    caches = [KVCache() for _ in model.blocks]
+    out = idx
+    x = model.tok_emb(idx) + model.pos_emb(idx.shape[1])
+    for block in model.blocks:
+        x, _ = block(x, is_causal=True)  # the prompt's keys are never stored
+    for _ in range(max_new_tokens):
+        nxt = model.lm_head(model.norm_f(x[:, -1])).argmax(-1, keepdim=True)
+        out = torch.cat([out, nxt], dim=1)
+        x = model.tok_emb(nxt) + model.pos_emb(1, offset=out.shape[1] - 1)
+        for block, cache in zip(model.blocks, caches):
+            x, _ = block(x, is_causal=True, cache=cache)
+    return out
+
+
+@wrong("generate_greedy", "lm_head|head|logits")
+def after_greedy_argmax_of_hidden(model, idx, max_new_tokens):
+    caches = [KVCache() for _ in model.blocks]
+    out = idx
+    x = model.tok_emb(idx) + model.pos_emb(idx.shape[1])
+    for _ in range(max_new_tokens):
+        for block, cache in zip(model.blocks, caches):
+            x, _ = block(x, is_causal=True, cache=cache)
+        nxt = model.norm_f(x[:, -1]).argmax(-1, keepdim=True)  # no head: an index into C
+        out = torch.cat([out, nxt], dim=1)
+        x = model.tok_emb(nxt) + model.pos_emb(1, offset=out.shape[1] - 1)
+    return out
+
+
+@wrong("generate_greedy", "norm_f|final norm|final layer norm")
+def after_greedy_norm_only_first(model, idx, max_new_tokens):
+    caches = [KVCache() for _ in model.blocks]
+    out = idx
+    x = model.tok_emb(idx) + model.pos_emb(idx.shape[1])
+    for step in range(max_new_tokens):
+        for block, cache in zip(model.blocks, caches):
+            x, _ = block(x, is_causal=True, cache=cache)
+        h = model.norm_f(x[:, -1]) if step == 0 else x[:, -1]
+        nxt = model.lm_head(h).argmax(-1, keepdim=True)
+        out = torch.cat([out, nxt], dim=1)
+        x = model.tok_emb(nxt) + model.pos_emb(1, offset=out.shape[1] - 1)
+    return out
+
+
+@wrong("generate_greedy", "once|before the loop|empty|new cache")
+def after_greedy_cache_per_call(model, idx, max_new_tokens):
+    out = idx
+    x = model.tok_emb(idx) + model.pos_emb(idx.shape[1])
+    for _ in range(max_new_tokens):
+        for block in model.blocks:
+            x, _ = block(x, is_causal=True, cache=KVCache())  # a new cache at every call
+        nxt = model.lm_head(model.norm_f(x[:, -1])).argmax(-1, keepdim=True)
+        out = torch.cat([out, nxt], dim=1)
+        x = model.tok_emb(nxt) + model.pos_emb(1, offset=out.shape[1] - 1)
     return out

@@ -92,6 +92,7 @@ class _Recorder:
     def __init__(self, model) -> None:
         self.calls: list[tuple[int, int, int | None, int]] = []  # (block, T, cache id, cached)
         self.inputs: list[Tensor] = []  # what the first block received, call by call
+        self.caches: list[KVCache] = []
         self.logits: list[Tensor] = []  # what lm_head returned, call by call
         self.handles = [
             block.register_forward_pre_hook(self._hook(i), with_kwargs=True)
@@ -122,6 +123,8 @@ class _Recorder:
             x = args[0] if args else kwargs.get("x")
             cache = kwargs.get("cache", args[5] if len(args) > 5 else None)
             cached = cache.length if isinstance(cache, KVCache) else 0
+            if cache is not None:
+                self.caches.append(cache)  # held, so that no later cache can reuse its id
             self.calls.append((i, x.shape[1], None if cache is None else id(cache), cached))
             if i == 0 and isinstance(x, torch.Tensor) and len(self.inputs) < 64:
                 self.inputs.append(x.detach().clone())
