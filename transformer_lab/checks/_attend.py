@@ -63,6 +63,13 @@ def attend(
     return weights @ v, weights
 
 
+def _added_mask(q, k, v, mask, sm):
+    """Attention with the boolean mask added to the scores as 0/1 (a mistake)."""
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]) + mask.to(q.dtype)
+    weights = sm(scores, dim=-1)
+    return weights @ v, weights
+
+
 def _naive_softmax(x: Tensor, dim: int = -1) -> Tensor:
     return torch.exp(x) / torch.exp(x).sum(dim=dim, keepdim=True)
 
@@ -95,16 +102,24 @@ def attention_mistakes(q, k, v, mask, widths: dict[str, tuple[float, str]]) -> l
             softmax=True,
         ),
     ]
+    by_value: dict[float, list[tuple[str, str]]] = {}  # sizes equal on this input: named together
     for name, (value, what) in widths.items():
         if value != d:
-            out.append(
-                Mistake(
-                    f"the scores are divided by sqrt({name}) = sqrt({value:g}) ({what}) instead "
-                    f"of sqrt(D) = sqrt({d}) (the width of the queries and keys)",
-                    a(scale=math.sqrt(value)),
-                    softmax=True,
-                )
+            by_value.setdefault(value, []).append((name, what))
+    for value, names in by_value.items():
+        if len(names) == 1:
+            ((name, what),) = names
+            divisor = f"sqrt({name}) = sqrt({value:g}) ({what})"
+        else:
+            divisor = f"sqrt({value:g}), i.e. " + " or ".join(f"sqrt({n}) ({w})" for n, w in names)
+        out.append(
+            Mistake(
+                f"the scores are divided by {divisor} instead of sqrt(D) = sqrt({d}) (the width "
+                f"of the queries and keys)",
+                a(scale=math.sqrt(value)),
+                softmax=True,
             )
+        )
 
     def scores_as_weights(scale: float) -> tuple:
         s = q @ k.transpose(-2, -1) / scale
@@ -143,8 +158,23 @@ def attention_mistakes(q, k, v, mask, widths: dict[str, tuple[float, str]]) -> l
             softmax=True,
         ),
     ]
+    out.append(
+        Mistake(
+            "the 1/sqrt(D) scaling is applied to the weights after the softmax; scale the "
+            "scores before it (softmax(Q K^T / sqrt(D))), so each row of weights sums to 1",
+            lambda sm: (None, attend(q, k, v, mask, sm, scale=1.0)[1] / math.sqrt(d)),
+            softmax=True,
+        )
+    )
     if mask is not None:
         out += [
+            Mistake(
+                "the boolean mask is added to the scores (True counts as 1): a mask is not a "
+                "number to add; set the masked scores to -inf: scores.masked_fill(~mask, "
+                "float('-inf'))",
+                lambda sm: _added_mask(q, k, v, mask, sm),
+                softmax=True,
+            ),
             Mistake(
                 "the mask is applied after the softmax: masked keys get weight 0 but the rows no "
                 "longer sum to 1. Set masked scores to -inf *before* the softmax",
@@ -237,7 +267,10 @@ def check_attention_pair(
 
     def weights_hint(got: tuple) -> str | None:
         if got[-2:] == (S, T) and S != T:
-            return "the rows are keys: the scores are Q K^T (queries x keys), not K Q^T"
+            return (
+                "the rows are keys (the weights are transposed): one row per query, the scores "
+                "are Q K^T (queries x keys), not K Q^T, and the weights are not transposed after"
+            )
         return None
 
     weights = run.expect_tensor(

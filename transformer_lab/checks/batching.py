@@ -24,6 +24,8 @@ def _pad_batches(hidden: bool) -> list[tuple[list[list[int]], int, int]]:
         ([[1, 2, 3, 4, 5], [6, 7]], 3, 0),
         ([[4], [], [2, 2]], 5, -1),
         ([[3, 3, 3]], 3, 99),
+        ([[7, 8], [], [9]], 1, 3),  # max_len = 1 is valid
+        ([[0, 4, 0], [6]], 5, 0),  # a real token may equal pad_id
     ]
     lengths = torch.randint(0, 12, (6,), generator=g).tolist()
     batches.append(([torch.randint(1, 50, (n,), generator=g).tolist() for n in lengths], 7, 0))
@@ -34,13 +36,16 @@ def check_pad_and_truncate(pad_and_truncate, hidden: bool = False) -> None:
     """Check ``pad_and_truncate(sequences, max_len, pad_id) -> (ids, lengths)`` against a direct
     construction, and that ``max_len < 1`` raises a ValueError."""
     __tracebackhide__ = True  # IPython hides this frame: students see their cell and the message
-    run = Runner(
-        "check_pad_and_truncate",
-        pad_and_truncate,
-        (),
-        hidden,
-        lambda e, c: _signature_hint(e, "pad_and_truncate(sequences, max_len, pad_id)"),
-    )
+
+    def error_hint(exc: BaseException, case: Case) -> str:
+        if isinstance(exc, ValueError) and case.args[1] >= 1:
+            return (
+                f"max_len={case.args[1]} is valid (at least 1): raise the ValueError only when "
+                f"max_len < 1"
+            )
+        return _signature_hint(exc, "pad_and_truncate(sequences, max_len, pad_id)")
+
+    run = Runner("check_pad_and_truncate", pad_and_truncate, (), hidden, error_hint)
     batches = _pad_batches(hidden)
     for seqs, max_len, pad_id in batches:
         kept = [s[:max_len] for s in seqs]
@@ -94,6 +99,11 @@ def check_pad_and_truncate(pad_and_truncate, hidden: bool = False) -> None:
                 hint = " Pad to the longest sequence after truncation, not to max_len."
             elif tuple(ids.shape) == (B, L_short):
                 hint = " You truncate to max_len - 1 tokens; keep max_len (s[:max_len])."
+            elif tuple(ids.shape) == (B, max(len(s) for s in seqs)):
+                hint = (
+                    " You pad to the longest sequence before truncation; L is the longest "
+                    "length after truncating to max_len."
+                )
             run.fail(
                 f"ids should have shape {tuple(want_ids.shape)}, but yours has "
                 f"{tuple(ids.shape)}.{hint}",
@@ -106,6 +116,11 @@ def check_pad_and_truncate(pad_and_truncate, hidden: bool = False) -> None:
             hint = ""
             if lengths.tolist() == [len(s) for s in seqs]:
                 hint = " Those are the lengths before truncation; count after it."
+            elif lengths.tolist() == (want_ids != pad_id).sum(dim=1).tolist():
+                hint = (
+                    f" You counted the entries different from pad_id={pad_id}, but a real token "
+                    f"may equal pad_id: take the lengths of the truncated sequences."
+                )
             run.fail(
                 f"lengths should be {want_lengths.tolist()} (after truncation), but received "
                 f"{lengths.tolist()}.{hint}",

@@ -54,6 +54,92 @@ _FORMULAS = (
 )
 
 
+_PROBES = [(2, 3, 5), (3, 5, 7), (5, 7, 2), (7, 2, 3), (4, 9, 5), (6, 4, 11), (11, 6, 4),
+           (9, 13, 8), (13, 8, 6), (8, 11, 13), (10, 3, 9), (12, 10, 7)]  # fmt: skip
+# the monomials a count of this layer can be made of, and how to read each
+_MONOMIALS = (
+    ("T*C*D", lambda T, C, D: T * C * D),
+    ("T^2*D", lambda T, C, D: T * T * D),
+    ("T*C^2", lambda T, C, D: T * C * C),
+    ("T^2*C", lambda T, C, D: T * T * C),
+    ("T^2", lambda T, C, D: T * T),
+    ("T*C", lambda T, C, D: T * C),
+    ("T*D", lambda T, C, D: T * D),
+    ("T*D^2", lambda T, C, D: T * D * D),
+    ("C*D", lambda T, C, D: C * D),
+    ("T", lambda T, C, D: T),
+)
+
+
+def _probe(run: Runner) -> dict | None:
+    """The student's count on the probe sizes (None if it fails or is not an int there)."""
+    counts = {}
+    for size in _PROBES:
+        out, error, calls = run.attempt(size, {})
+        if error is not None or calls or not isinstance(out, int) or isinstance(out, bool):
+            return None
+        counts[size] = out
+    return counts
+
+
+def _terms(counts: dict) -> str | None:
+    """Read the student's count as a sum of monomials (exact on every probe size) and say which
+    terms differ from 3*T*C*D + 2*T^2*D; None when it is no such sum."""
+    sizes = list(counts)
+    A = torch.tensor([[f(*n) for _, f in _MONOMIALS] for n in sizes], dtype=torch.float64)
+    b = torch.tensor([counts[n] for n in sizes], dtype=torch.float64)
+    coef = torch.linalg.lstsq(A, b[:, None]).solution[:, 0]
+    coef = [round(c * 2) / 2 for c in coef.tolist()]  # integers or halves
+    if any(sum(c * f(*n) for c, (_, f) in zip(coef, _MONOMIALS)) != counts[n] for n in sizes):
+        return None
+    got = {name: c for (name, _), c in zip(_MONOMIALS, coef) if c}
+    want = {"T*C*D": 3, "T^2*D": 2}
+    if got == want:
+        return None
+    show = lambda terms: " + ".join(f"{c:g}*{n}" for n, c in terms.items()) or "0"  # noqa: E731
+    parts = [f"Your count is {show(got)}; the right one is 3*T*C*D + 2*T^2*D."]
+    # a term in the place of a right one (same coefficient), and why it is wrong
+    stand_ins = {
+        "T*C*D": (
+            ("T*C", "the factor D is missing: each output entry of X W is a dot product of "
+                    "width C, and there are T*D of them"),
+            ("T*C^2", "C appears where the head width D belongs (W_q, W_k, W_v map C to D)"),
+        ),
+        "T^2*D": (
+            ("T^2", "the factor D is missing: each of the T x T scores is a dot product of width D"),
+            ("T*D^2", "the scores are T x T, each a dot product of width D: T^2*D, not T*D^2"),
+            ("T^2*C", "the T x T products have width D, not C"),
+        ),
+    }  # fmt: skip
+    explained = set()
+    for term, want_c in want.items():
+        have = got.get(term, 0)
+        if have == want_c:
+            continue
+        for other, why in stand_ins[term]:
+            if got.get(other) == want_c - have and other not in explained:
+                parts.append(
+                    f"{want_c - have:g}*{other} where {want_c - have:g}*{term} belongs: {why}."
+                )
+                explained.add(other)
+                break
+        else:
+            what = (
+                "The projections X W_q, X W_k, X W_v cost T*C*D each, 3*T*C*D in all"
+                if term == "T*C*D"
+                else "The two T x T products (Q K^T and weights @ V) cost T^2*D each, 2*T^2*D "
+                "in all"
+            )
+            parts.append(f"{what} (you have {have:g}*{term}).")
+    extra = {n: c for n, c in got.items() if n not in want and n not in explained}
+    if extra:
+        parts.append(
+            f"The extra term {show(extra)} is not a multiply-add of the three projections or "
+            f"the two T x T products (the softmax and the scaling are not counted)."
+        )
+    return " ".join(parts)
+
+
 def _measured_macs(T: int, C: int, D: int) -> int:
     """Multiply-adds of the matrix products executed in one run of the reference self-attention."""
     with torch.random.fork_rng(devices=[]):  # the layer's init must not move the global RNG
@@ -98,10 +184,19 @@ def check_self_attention_macs(self_attention_macs, hidden: bool = False) -> None
             run.fail(f"return a Python int{tip}, but received {kind_of(got)}.", case)
         if got == want:
             continue
-        hints = [hint for formula, hint in _FORMULAS if formula(T, C, D) == got]
+        counts = _probe(run)  # the student's formula on more sizes: a name must fit them all
+        hints = [
+            hint
+            for formula, hint in _FORMULAS
+            if formula(T, C, D) == got
+            and (counts is None or all(formula(*n) == c for n, c in counts.items()))
+        ]
         message = f"for T={T}, C={C}, D={D} the count is {want}, but received {got}."
         if len(hints) == 1:
             run.fail(message + " " + hints[0], case)
+        terms = _terms(counts) if counts is not None else None
+        if terms:
+            run.fail(message + " " + terms, case)
         if first_failure is None:
             first_failure = (message, case)
     if first_failure is not None:

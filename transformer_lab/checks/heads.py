@@ -98,7 +98,10 @@ def _merge_hint(got: tuple, B: int, H: int, T: int, D: int) -> str:
     if got == (B, T, H, D):
         return "that is (B, T, H, D): reshape it to (B, T, H * D)"
     if got == (B, T, D):
-        return "you summed (or averaged) the heads; concatenate them: (B, T, H * D)"
+        return (
+            "that is the width of one head (summed, averaged or a single head?): concatenate "
+            "all the heads: (B, T, H * D)"
+        )
     return "the result is (B, T, H * D)"
 
 

@@ -42,8 +42,17 @@ def _mha(
     kv_from_q=False,
     use_mask=True,
     wo_per_head=False,
+    roles=None,
+    wo_first_block=False,
+    sm=None,
 ):
-    """Functional multi-head attention with exactly one deliberate mistake switched on."""
+    """Functional multi-head attention with exactly one deliberate mistake switched on.
+
+    ``roles``: four weights used as (w_q, w_k, w_v, w_o) instead of the given ones; ``split``
+    may also be "strided" (head h takes channels h, h + H, ...) or "first" (every head takes
+    channels 0 .. D - 1); ``use_mask="reversed"`` fills where the mask is True."""
+    if roles is not None:
+        wq, wk, wv, wo = roles
     if transpose_w:
         wq, wk, wv, wo = wq.T, wk.T, wv.T, wo.T
     src = x_q if kv_from_q else x_kv
@@ -54,15 +63,21 @@ def _mha(
     def sp(t: Tensor, L: int) -> Tensor:
         if split == "reshape":
             return t.reshape(B, H, L, D)  # the bug: no transpose
+        if split == "strided":
+            return t.view(B, L, D, H).permute(0, 3, 1, 2)  # head h: channels h::H
+        if split == "first":
+            return t[..., :D].unsqueeze(1).expand(B, H, L, D)  # every head: channels 0..D-1
         return t.view(B, L, H, D).transpose(1, 2)  # (B, H, L, D)
 
     q, k, v = sp(q, T), sp(k, S), sp(v, S)
     root = {"D": math.sqrt(D), "C": math.sqrt(C), "H": math.sqrt(H), "none": 1.0}[scale]
     scores = q @ k.transpose(-2, -1) / root  # (B, H, T, S)
     if mask is not None and use_mask:
-        scores = scores.masked_fill(~mask, float("-inf"))
-    weights = torch.softmax(scores, dim=-1)
+        scores = scores.masked_fill(mask if use_mask == "reversed" else ~mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1) if sm is None else sm(scores, dim=-1)
     out = weights @ v  # (B, H, T, D)
+    if wo_first_block:  # every head through the first D rows of W_o, summed
+        return sum(out[:, h] @ wo[:D] for h in range(H)), weights
     if wo_per_head:  # each head's D features through its own diagonal block of W_o
         blocks = [out[:, h] @ wo[h * D : (h + 1) * D, h * D : (h + 1) * D] for h in range(H)]
         return torch.cat(blocks, dim=-1), weights  # (B, T, C)
@@ -86,6 +101,7 @@ def _mha_cases(hidden: bool) -> list[Case]:
         ("causal self-attention", r(2, 5, 8), None, 2, causal(5)),
         ("cross-attention with padding mask", r(2, 3, 12), r(2, 6, 12), 3, pad([6, 2], 6)),
         ("one head", r(1, 4, 6), None, 1, None),
+        ("cross-attention, T = S", r(2, 4, 8), r(2, 4, 8), 2, None),
     ]
     if hidden:
         specs += [
@@ -162,10 +178,16 @@ def check_multi_head_attention(multi_head_attention, hidden: bool = False) -> No
             exp_w.shape,
             exp_w.dtype,
             what="attention weights",
-            shape_hint=lambda got, T=xq.shape[1], S=xkv.shape[1]: (
+            shape_hint=lambda got, T=xq.shape[1], S=xkv.shape[1], H=H, C=xq.shape[-1]: (
                 "one column per key of x_q: keys and values must come from x_kv (the second "
                 "argument), queries from x_q"
                 if got[-1] == T and S != T
+                else "that is one attention map for all heads: you averaged (or summed) the "
+                "heads' weights; return every head's, stacked on dim=1: (B, H, T, S)"
+                if tuple(got) == (xq.shape[0], T, S)
+                else f"your weights have {got[1]} heads = C / n_heads: n_heads={H} is the number "
+                f"of heads H, and each head has width D = C // n_heads"
+                if len(got) == 4 and got[1] == C // H and got[1] != H and tuple(got[2:]) == (T, S)
                 else None
             ),
             expected=exp_w,
@@ -217,6 +239,53 @@ def check_multi_head_attention(multi_head_attention, hidden: bool = False) -> No
                     use_mask=False,
                 )
             )
+            mistakes.append(
+                Mistake(
+                    "the mask polarity is reversed: True means 'may attend', so fill the scores "
+                    "where the mask is False: scores.masked_fill(~mask, float('-inf'))",
+                    lambda sm: _mha(xq, xkv, wq, wk, wv, wo, H, mask, use_mask="reversed", sm=sm),
+                    softmax=True,
+                )
+            )
+        mistakes += [
+            M(
+                "each head must take a contiguous slice of the channels (head h: columns "
+                "h*D .. h*D + D - 1); yours interleaves them (head h takes h, h + H, ...)",
+                split="strided",
+            ),
+            M(
+                "every head uses the columns of the first head (0 .. D - 1): head h takes columns h*D .. "
+                "(h+1)*D - 1 of Q, K and V",
+                split="first",
+            ),
+            M(
+                "every head goes through the first D rows of w_o: head h's output meets rows "
+                "h*D .. (h+1)*D - 1 of w_o; concatenate the heads and multiply by the whole w_o",
+                wo_first_block=True,
+            ),
+        ]
+        # one weight in another's role (or transposed): name the role and the weight
+        given = {"w_q": wq, "w_k": wk, "w_v": wv, "w_o": wo}
+        role_text = {"w_q": "queries", "w_k": "keys", "w_v": "values", "w_o": "output projection"}
+        for i, role in enumerate(given):
+            for name, w in [*given.items(), *((n + ".T", w.T) for n, w in given.items())]:
+                if name == role:
+                    continue
+                roles = list(given.values())
+                roles[i] = w
+                mistakes.append(
+                    M(
+                        f"the {role_text[role]} {'uses' if role == 'w_o' else 'use'} {name} "
+                        f"instead of {role}"
+                        + (
+                            f" ({role} transposed, as in x @ w.T; the course uses row vectors, "
+                            f"x @ w)"
+                            if name == role + ".T"
+                            else ""
+                        ),
+                        roles=tuple(roles),
+                    )
+                )
         if not run.close(weights, exp_w, ATOL, RTOL):
             run.outputs = (weights, exp_w)
             run.explain(

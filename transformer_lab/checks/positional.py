@@ -96,6 +96,47 @@ def _mistakes(n: int, d: int, base: float) -> list[Mistake]:
     ]
 
 
+def _table_evidence(out: Tensor, n: int, d: int, base: float) -> str | None:
+    """Read the student's table as clock hands: odd columns that copy the even ones, and the
+    positions and frequencies pair 0 and row 1 reveal (named only if they rebuild the table)."""
+    a = out.detach().double()
+    if not torch.isfinite(a).all():
+        return None
+    if d >= 2 and torch.allclose(a[:, 1::2], a[:, 0::2], atol=1e-4):
+        return (
+            "your odd columns repeat the even ones (sin in both): column 2i holds sin(t theta_i), "
+            "column 2i + 1 holds cos(t theta_i)"
+        )
+    theta = base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)  # (C/2,)
+
+    def table(t: Tensor, freq: Tensor) -> Tensor:
+        angles = t[:, None] * freq[None, :]
+        pe = torch.zeros(n, d, dtype=torch.float64)
+        pe[:, 0::2], pe[:, 1::2] = torch.sin(angles), torch.cos(angles)
+        return pe
+
+    # positions, read from pair 0 (frequency 1)
+    t = torch.atan2(a[:, 0], a[:, 1])
+    if n > 1 and torch.allclose(table(t, theta), a, atol=1e-4):
+        shown = ", ".join(f"{v:.3g}" for v in t[:4].tolist())
+        return (
+            f"your rows encode the positions {shown}, ... instead of the integer positions "
+            f"t = 0, 1, 2, ...: use torch.arange(n_positions) (not normalised, starting at 0)"
+        )
+    # frequencies, read from row 1 (position 1): angle = theta_i (mod 2 pi)
+    if n > 2 and torch.allclose(a[0], table(torch.zeros(1), theta)[0], atol=1e-4):
+        freq = torch.atan2(a[1, 0::2], a[1, 1::2])
+        if torch.allclose(table(torch.arange(n, dtype=torch.float64), freq), a, atol=1e-4):
+            mine = ", ".join(f"{v:.3g}" for v in freq[:4].tolist())
+            want = ", ".join(f"{v:.3g}" for v in theta[:4].tolist())
+            return (
+                f"your pairs turn by {mine}, ... per row (modulo 2 pi) instead of theta_i = "
+                f"base^(-2i/C) = {want}, ...: check the frequencies (the exponent -2i/C, a "
+                f"float division with i the pair index, and the base) and that row t is position t"
+            )
+    return None
+
+
 def check_sinusoidal_encoding(sinusoidal_encoding, hidden: bool = False) -> None:
     """Check ``sinusoidal_encoding(n_positions, d_model, base=10000.0)`` (interleaved sin/cos,
     float32) and the ValueError for an odd ``d_model``."""
@@ -141,7 +182,17 @@ def check_sinusoidal_encoding(sinusoidal_encoding, hidden: bool = False) -> None
             run.call(case), case, expected.shape, torch.float32, shape_hint=hint, expected=expected
         )
         if not run.close(out, expected, ATOL, RTOL):
-            run.explain(out, expected, case, _mistakes(n, d, base or 10000.0), ATOL, RTOL)
+            mistakes = _mistakes(n, d, base or 10000.0)
+            known = run.diagnose(out, mistakes, ATOL, RTOL, expected=expected)
+            if known is not None:
+                run.fail(known, case)
+            try:
+                found = _table_evidence(out, n, d, base or 10000.0)
+            except Exception:  # evidence that cannot be computed here is no evidence
+                found = None
+            if found is not None:
+                run.fail(found, case)
+            run.explain(out, expected, case, (), ATOL, RTOL)
     for n, d in [(4, 5)] + ([(3, 7)] if hidden else []):
         case = Case(f"odd d_model={d}", (n, d), {}, f"n_positions={n}, d_model={d}")
         run.expect_raises(case, ValueError, f"an odd d_model={d}", (str(d),))

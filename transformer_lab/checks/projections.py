@@ -91,6 +91,9 @@ def _check(run: Runner, case: Case, xq, xkv, wq, wk, wv, mask, kv_name: str) -> 
     if C_kv != C_q:
         widths["C_kv"] = (C_kv, "the width of x_kv")
     widths["Dv"] = (wv.shape[-1], "the values' width")
+    widths["T"] = (xq.shape[-2], "the number of queries")
+    if xkv is not xq:
+        widths["S"] = (xkv.shape[-2], "the number of keys")
     check_attention_pair(
         run,
         case,

@@ -11,6 +11,7 @@ from torch import Tensor
 
 from transformer_lab import positional as _ref
 from transformer_lab.checks._core import Case, Mistake, Runner, describe_args, generator
+from transformer_lab.checks._diagnose import DEFAULT
 from transformer_lab.checks._integrity import Forbidden
 from transformer_lab.checks.softmax import signature_hint as _signature_hint
 
@@ -94,6 +95,72 @@ def _rope_mistakes(x: Tensor, base: float) -> list[Mistake]:
     ]
 
 
+def _rotation_evidence(x: Tensor, got: Tensor, base: float) -> str | None:
+    """Read the student's output as a rotation of each pair (2i, 2i+1) of x and name what the
+    angles reveal: not a rotation, an addition, angles that change along another axis, or
+    angles that are a function of the position other than t * theta_i."""
+    x, y = x.double(), got.detach().double()
+    if x.dim() < 2 or not torch.isfinite(y).all():
+        return None
+    T, D = x.shape[-2:]
+    diff = y - x  # an addition: the same table added to every batch element and head
+    lead = diff.reshape(-1, T, D)
+    if lead.shape[0] > 1 and torch.allclose(lead, lead[:1].expand_as(lead), atol=1e-5):
+        if not torch.allclose(lead[0], torch.zeros_like(lead[0]), atol=1e-5):
+            return (
+                "your output is x plus a fixed table (the same for every input): RoPE does not "
+                "add a position vector, it rotates each pair (x_2i, x_2i+1) by the angle "
+                "t * theta_i"
+            )
+    e, o, e2, o2 = x[..., 0::2], x[..., 1::2], y[..., 0::2], y[..., 1::2]
+    if not torch.allclose(e2 * e2 + o2 * o2, e * e + o * o, atol=1e-4, rtol=1e-4):
+        return (
+            "your pairs change length, so they are not rotated: compute both new values of a "
+            "pair from the original x_2i and x_2i+1 with one angle, x'_2i = x_2i cos - x_2i+1 "
+            "sin and x'_2i+1 = x_2i sin + x_2i+1 cos (keep the original values until both are "
+            "computed)"
+        )
+    phi = torch.atan2(e * o2 - o * e2, e * e2 + o * o2)  # (..., T, D/2): the angle of each pair
+    flat = phi.reshape(-1, T, D // 2)
+    wrap = lambda a: torch.remainder(a + torch.pi, 2 * torch.pi) - torch.pi  # noqa: E731
+    if flat.shape[0] > 1 and (wrap(flat - flat[:1]).abs() > 1e-4).any():
+        return (
+            "your angles change with the batch element or head, not only with the position: "
+            "position t is the index along the second-last dim of x (..., T, D), the same for "
+            "every leading index"
+        )
+    angle = flat[0]  # (T, D/2)
+    theta = base ** (-torch.arange(0, D, 2, dtype=torch.float64) / D)
+    t = torch.arange(T, dtype=torch.float64)[:, None]
+    fits = lambda ref: bool((wrap(angle - ref).abs() < 1e-4).all())  # noqa: E731
+    if T > 2 and fits((T - 1 - t) * theta):
+        return "your positions run backwards (T - 1 - t): the row at index t turns by t * theta_i"
+    if fits(torch.pi / 2 - t * theta):
+        return (
+            "cos and sin are swapped: x'_2i = x_2i cos - x_2i+1 sin and x'_2i+1 = x_2i sin + "
+            "x_2i+1 cos, with cos and sin of t * theta_i"
+        )
+    if T > 2 and fits(t * angle[1:2]) and fits(t * angle[1:2]):
+        mine = ", ".join(f"{v:.3g}" for v in angle[1, :4].tolist())
+        want = ", ".join(f"{v:.3g}" for v in theta[:4].tolist())
+        return (
+            f"your pairs turn by {mine}, ... per row instead of theta_i = base^(-2i/D) = "
+            f"{want}, ...: check the frequencies (the exponent -2i/D and the base) and that row "
+            f"t turns by t * theta_i"
+        )
+    return None
+
+
+def _error_hint(exc: BaseException, case: Case) -> str:
+    text = str(exc)
+    if "values to unpack" in text or "not enough values" in text:
+        return (
+            "x may have any number of leading dimensions, (..., T, D): read T and D with "
+            "x.shape[-2] and x.shape[-1]"
+        )
+    return _signature_hint(exc, "apply_rope(x, base=10000.0)")
+
+
 def check_apply_rope(apply_rope, hidden: bool = False) -> None:
     """Check ``apply_rope(x, base=10000.0)`` on (B, H, T, D) inputs against the package's
     RotaryEmbedding (x's dtype kept), and the ValueError for an odd D."""
@@ -102,29 +169,43 @@ def check_apply_rope(apply_rope, hidden: bool = False) -> None:
         Forbidden("transformer_lab's RotaryEmbedding", function=_ref.RotaryEmbedding.forward),
         Forbidden("transformer_lab's apply_rotary", function=_ref.apply_rotary),
     ]
+
+    def reference(x: Tensor, base: float = 10000.0) -> Tensor:
+        with torch.no_grad():
+            return _ref.RotaryEmbedding(x.shape[-1], base)(x)
+
     run = Runner(
-        "check_apply_rope",
-        apply_rope,
-        forbidden,
-        hidden,
-        lambda e, c: _signature_hint(e, "apply_rope(x, base=10000.0)"),
+        "check_apply_rope", apply_rope, forbidden, hidden, _error_hint, reference=reference
     )
     g = generator(11 if hidden else 0)
     specs = [(2, 3, 9, 8, 10000.0), (1, 1, 6, 4, 10000.0), (1, 2, 12, 16, 100.0)]
     if hidden:
         specs = [(3, 2, 7, 32, 10000.0), (1, 1, 20, 2, 10000.0), (2, 4, 5, 12, 1000.0)]
+    specs += [(3, None, 5, 8, 10000.0), (None, None, 7, 6, 10000.0)]  # (B, T, D) and (T, D)
     for B, H, T, D, base in specs:
-        x = torch.randn(B, H, T, D, generator=g)
-        with torch.no_grad():
-            want = _ref.RotaryEmbedding(D, base)(x)  # computed before the student's code runs
-        case = Case(
-            f"B={B}, H={H}, T={T}, D={D}, base={base}", (x, base), {}, describe_args(x=x, base=base)
-        )
-        case.data.update(expected=want, axes=("batch element", "head", "position", "channel"))
+        shape = tuple(n for n in (B, H, T, D) if n is not None)
+        x = torch.randn(*shape, generator=g)
+        want = reference(x, base)  # computed before the student's code runs
+        name = ", ".join(f"{k}={v}" for k, v in zip("BHTD", (B, H, T, D)) if v is not None)
+        case = Case(f"{name}, base={base}", (x,), {"base": base}, describe_args(x=x, base=base))
+        axes = ("batch element", "head", "position", "channel")[-x.dim() :]
+        case.data.update(expected=want, axes=axes)
+        if base != 10000.0:
+            case.data["variations"] = [("base", {"base": DEFAULT})]
         got = run.expect_tensor(run.call(case), case, x.shape, x.dtype, expected=want)
         if run.close(got, want, atol=1e-5, rtol=1e-5):
             continue
-        run.explain(got, want, case, _rope_mistakes(x, base), 1e-5, 1e-5)
+        known = run.diagnose(got, _rope_mistakes(x, base), 1e-5, 1e-5, expected=want)
+        if known is not None:
+            run.fail(known, case)
+        if not run.close(got, reference(x), atol=1e-5, rtol=1e-5):  # base: the generic reruns
+            try:
+                found = _rotation_evidence(x, got, base)
+            except Exception:  # evidence that cannot be computed here is no evidence
+                found = None
+            if found is not None:
+                run.fail(found, case)
+        run.explain(got, want, case, (), 1e-5, 1e-5)
     for shape in [(1, 1, 3, 5)] + ([(2, 4, 7)] if hidden else []):
         x = torch.randn(*shape, generator=g)
         case = Case(f"odd D={shape[-1]}", (x,), {}, describe_args(x=x))

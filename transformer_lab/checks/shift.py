@@ -72,6 +72,45 @@ def _shift_mistakes(k, C, base) -> list[Mistake]:
     ]
 
 
+def _block_evidence(m, expected) -> str | None:
+    """Name what is wrong with the 2x2 blocks of M_k from the matrix alone."""
+    a, e = m.detach().double(), expected.double()
+    C = a.shape[-1]
+    pair = torch.arange(C) // 2
+    inside = pair[:, None] == pair[None, :]  # the 2x2 blocks on the diagonal
+    if (a[~inside].abs() > 1e-5).any():
+        r, c = (a.abs() * ~inside).flatten().argmax().item() // C, None
+        c = (a.abs() * ~inside)[r].argmax().item()
+        return (
+            f"M_k is block diagonal: one 2x2 block per pair (2i, 2i+1), zeros elsewhere; your "
+            f"entry ({r}, {c}) links two different pairs"
+        )
+    tl, tr, bl, br = (
+        a[0::2, 0::2].diag(),
+        a[0::2, 1::2].diag(),
+        a[1::2, 0::2].diag(),
+        a[1::2, 1::2].diag(),
+    )
+    cos, sin = e[0::2, 0::2].diag(), e[1::2, 0::2].diag()
+    close = lambda u, v: torch.allclose(u, v, atol=1e-5)  # noqa: E731
+    if (
+        close(tl, cos)
+        and close(br, cos)
+        and close(tr, 0 * cos)
+        and close(bl, 0 * cos)
+        and not close(sin, 0 * sin)
+    ):
+        return "the sin entries are missing: each 2x2 block is [[cos, -sin], [sin, cos]], not diag(cos)"
+    if close(tl, sin) and close(br, sin) and not close(sin, cos):
+        return "sin and cos are swapped: the diagonal of each block holds cos(k theta_i), the off-diagonal -sin and sin"
+    if close(tl, cos) and close(br, cos) and close(tr, bl) and not close(sin, 0 * sin):
+        return (
+            "the two sin entries of each block have the same sign: the block is a rotation, "
+            "[[cos, -sin], [sin, cos]] (one sign minus, one plus)"
+        )
+    return None  # fmt: skip
+
+
 def check_shift_matrix(shift_matrix, hidden: bool = False) -> None:
     """Check ``shift_matrix(k, d_model, base=10000.0)``: a float32 (C, C) matrix with
     p_t @ M_k = p_(t+k) for every t."""
@@ -104,7 +143,17 @@ def check_shift_matrix(shift_matrix, hidden: bool = False) -> None:
         lo, hi = max(0, -k), n - max(0, k)  # the t with both t and t + k inside the table
         if TRUSTED.allclose(pe[lo:hi] @ m, pe[lo + k : hi + k], atol=1e-4):
             continue
-        run.explain(m, expected, case, _shift_mistakes(k, C, base), 1e-5, 1e-4)
+        mistakes = _shift_mistakes(k, C, base)
+        known = run.diagnose(m, mistakes, 1e-5, 1e-4, expected=expected)
+        if known is not None:
+            run.fail(known, case)
+        try:
+            found = _block_evidence(m, expected)
+        except Exception:  # evidence that cannot be computed here is no evidence
+            found = None
+        if found is not None:
+            run.fail(found, case)
+        run.explain(m, expected, case, (), 1e-5, 1e-4)
     run.passed()
 
 
@@ -113,7 +162,12 @@ def check_shift_matrix(shift_matrix, hidden: bool = False) -> None:
 def _offset(k, C, base, *, expo=2.0, reduce="sum", terms="cos", freq=True, factor=1.0):
     theta = base ** (-expo * torch.arange(C // 2, dtype=torch.float64) / C)  # (C/2,)
     angle = k.double()[..., None] * (theta if freq else torch.ones_like(theta))  # (..., C/2)
-    val = torch.cos(angle) + (torch.sin(angle) if terms == "cos+sin" else 0.0)
+    val = {
+        "cos": lambda: torch.cos(angle),
+        "cos+sin": lambda: torch.cos(angle) + torch.sin(angle),
+        "sin": lambda: torch.sin(angle),
+        "cos^2": lambda: torch.cos(angle) ** 2,
+    }[terms]()
     return (factor * (val.mean(-1) if reduce == "mean" else val.sum(-1))).float()
 
 
@@ -144,6 +198,21 @@ def _offset_mistakes(k, C, base) -> list[Mistake]:
             "the frequencies are missing: pair i turns at theta_i = base^(-2i/C), so the terms "
             "are cos(k theta_i), not cos(k)",
             lambda: _offset(k, C, base, freq=False),
+        ),
+        Mistake(
+            "the terms are sin(k theta_i); the dot product of two pairs is sin sin + cos cos = "
+            "cos(k theta_i), so sum cos(k theta_i)",
+            lambda: _offset(k, C, base, terms="sin"),
+        ),
+        Mistake(
+            "the angle is k * theta_i (theta_i = base^(-2i/C), a negative exponent); you divide "
+            "k by theta_i (a positive exponent)",
+            lambda: _offset(k, C, base, expo=-2.0),
+        ),
+        Mistake(
+            "you squared the cosines: the dot product of two pairs is sin(a) sin(b) + cos(a) "
+            "cos(b) = cos(a - b), so each pair adds cos(k theta_i), not cos^2",
+            lambda: _offset(k, C, base, terms="cos^2"),
         ),
     ]
 
@@ -204,5 +273,18 @@ def check_offset_dot_product(offset_dot_product, hidden: bool = False) -> None:
         )
         if not TRUSTED.allclose(got, expected, atol=1e-4, rtol=1e-5):
             case.data["dims"] = {"C": C}
-            run.explain(got, expected, case, _offset_mistakes(k, C, base), 1e-4, 1e-5)
+            known = run.diagnose(got, _offset_mistakes(k, C, base), 1e-4, 1e-5, expected=expected)
+            if known is not None:
+                run.fail(known, case)
+            zero = k == 0
+            if zero.any() and torch.isfinite(got[zero]).all():
+                at0 = got[zero].double()
+                if not torch.allclose(at0, torch.full_like(at0, C / 2), atol=1e-4):
+                    run.fail(
+                        f"at offset 0 your value is {at0[0].item():.4g}, but p_t . p_t = C/2 = "
+                        f"{C // 2}: each pair (sin, cos) has length 1 and adds cos(0) = 1, one "
+                        f"term per pair (C/2 of them)",
+                        case,
+                    )
+            run.explain(got, expected, case, (), 1e-4, 1e-5)
     run.passed()

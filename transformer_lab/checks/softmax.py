@@ -139,7 +139,79 @@ def _mistakes(x: Tensor, dim: int) -> list[Mistake]:
             lambda: torch.exp(m - x) / torch.exp(m - x).sum(dim=dim, keepdim=True),
         ),
     ]
+    for other in range(ndim):  # the maximum of the wrong slices (it no longer cancels)
+        if other != d:
+            out.append(
+                Mistake(
+                    f"you subtract the maximum along dimension {other}, not along `dim`={dim}: "
+                    f"use x.amax(dim=dim, keepdim=True), the maximum of the slices you normalise",
+                    lambda o=other: _shifted_by(x, safe_max(x.amax(o, keepdim=True)), dim),
+                )
+            )
     return out
+
+
+def _shifted_by(x: Tensor, m: Tensor, dim: int) -> Tensor:
+    e = torch.exp(x - m)
+    return e / e.sum(dim=dim, keepdim=True)
+
+
+def _slice_evidence(out: Tensor, x: Tensor, expected: Tensor, dim: int) -> str | None:
+    """Name two classes from the output alone: each slice is the reference times its own
+    factor (numerator and denominator normalised differently), or a softmax of x scaled by a
+    factor instead of shifted (log(out) is linear in x with a slope other than 1)."""
+    a, e, xd = out.double(), expected.double(), x.double()
+    if not torch.isfinite(a).all():
+        return None
+    d = dim % x.dim()
+    for other in range(x.dim()):  # normalised along another dimension, or over everything
+        if other != d and torch.allclose(a.sum(other), torch.ones(()).double(), atol=1e-4):
+            return (
+                f"your slices along dimension {other} sum to 1, not those along `dim`={dim}: "
+                f"normalise along `dim` (the sum over exp(...) with dim=dim, keepdim=True)"
+            )
+    if abs(a.sum().item() - 1) < 1e-4 and x.shape[d] < x.numel():
+        return (
+            "your whole output sums to 1: the sum is over the whole tensor; sum along `dim` "
+            "only (keepdim=True), so every slice sums to 1"
+        )
+    ok = (e > 1e-12) & torch.isfinite(xd) & torch.isfinite(a)
+    if not ok.any() or not (a[~ok] == 0).all() or (a[ok] <= 0).any():
+        return None
+    ratio = torch.where(ok, a / torch.where(ok, e, torch.ones_like(e)), torch.nan)
+    lo = ratio.nan_to_num(float("inf")).amin(dim, keepdim=True)
+    hi = ratio.nan_to_num(float("-inf")).amax(dim, keepdim=True)
+    flat = (hi - lo).abs() <= 1e-4 * hi.abs().clamp(min=1e-12)
+    if bool(flat.all()) and not torch.allclose(hi, torch.ones_like(hi), atol=1e-4):
+        sums = a.sum(dim)
+        return (
+            f"each slice along `dim` is the right softmax times its own factor (your slices sum "
+            f"to between {sums.min().item():.3g} and {sums.max().item():.3g}): the numerator "
+            f"and the denominator must use the same exp(x - max): divide exp(x - m) by its own "
+            f"sum along `dim`"
+        )
+    # log(out) = slope * x + const per slice?
+    la = torch.where(ok, a.log(), torch.zeros_like(a))
+    xs = torch.where(ok, xd, torch.zeros_like(xd))
+    n = ok.double().sum(dim, keepdim=True)
+    if (n < 2).any():
+        return None
+    mx, ml = xs.sum(dim, keepdim=True) / n, la.sum(dim, keepdim=True) / n
+    cx = torch.where(ok, xs - mx, torch.zeros_like(xs))
+    cl = torch.where(ok, la - ml, torch.zeros_like(la))
+    var = (cx * cx).sum(dim, keepdim=True)
+    if (var < 1e-12).any():
+        return None
+    slope = (cx * cl).sum(dim, keepdim=True) / var
+    if not torch.allclose(cl, slope * cx, atol=1e-4, rtol=1e-4) or torch.allclose(
+        slope, torch.ones_like(slope), atol=1e-4
+    ):
+        return None
+    return (
+        f"your output is the softmax of x multiplied by a factor ({slope.min().item():.3g} to "
+        f"{slope.max().item():.3g}), not of x itself: only subtracting the maximum leaves the "
+        f"softmax unchanged; dividing or multiplying x changes it"
+    )
 
 
 def _error_hint(exc: BaseException, case: Case) -> str:
@@ -186,5 +258,17 @@ def check_softmax(softmax, hidden: bool = False) -> None:
                 f"(torch.where(torch.isfinite(m), m, 0)) and avoid dividing 0 by 0",
                 case,
             )
-        run.explain(out, expected, case, _mistakes(x, dim), ATOL, RTOL)
+        mistakes = _mistakes(x, dim)
+        known = run.diagnose(out, mistakes, ATOL, RTOL, expected=expected)
+        if known is not None:
+            run.fail(known, case)
+        found = None
+        if out.shape == x.shape and x.numel() > 1:
+            try:
+                found = _slice_evidence(out.detach(), x, expected, dim)
+            except Exception:  # evidence that cannot be computed on this input is no evidence
+                found = None
+        if found is not None:
+            run.fail(found, case)
+        run.explain(out, expected, case, (), ATOL, RTOL)
     run.passed()

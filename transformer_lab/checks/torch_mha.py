@@ -48,6 +48,33 @@ def _to_torch_cases(hidden: bool) -> list[Case]:
     return cases
 
 
+def _slots(module: nn.MultiheadAttention, C: int, ws: tuple) -> str:
+    """Say which of the weights sits in each block of in_proj_weight and in out_proj.weight
+    ('' when a block holds none of them)."""
+    names = ("w_q", "w_k", "w_v", "w_o")
+    known = [(f"{n}.T", w.T) for n, w in zip(names, ws)] + list(zip(names, ws))
+
+    def which(block) -> str | None:
+        for name, w in known:
+            if block.shape == w.shape and TRUSTED.allclose(block, w, atol=1e-6):
+                return name
+        return None
+
+    in_proj = module.in_proj_weight
+    if in_proj is None or tuple(in_proj.shape) != (3 * C, C):
+        return ""
+    found = [which(in_proj[i * C : (i + 1) * C]) for i in range(3)] + [
+        which(module.out_proj.weight)
+    ]
+    want = ["w_q.T", "w_k.T", "w_v.T", "w_o.T"]
+    if None in found or found == want:
+        return ""
+    return (
+        f" in_proj_weight holds {', '.join(found[:3])} (in that order) and out_proj.weight "
+        f"holds {found[3]}: they must be w_q.T, w_k.T, w_v.T (queries, keys, values) and w_o.T."
+    )
+
+
 def check_to_torch_mha(to_torch_mha, hidden: bool = False) -> None:
     """Check ``to_torch_mha(w_q, w_k, w_v, w_o, n_heads)``: the returned ``nn.MultiheadAttention``
     must compute the package's MultiHeadAttention (no bias) with these row-vector weights."""
@@ -121,7 +148,13 @@ def check_to_torch_mha(to_torch_mha, hidden: bool = False) -> None:
                         " in_proj_weight is right, but out_proj.weight does not hold W_o: copy "
                         "w_o.T into it."
                     )
-            run.fail(f"for C={C}, H={H} PyTorch's output differs from the reference.{hint}", case)
+                if not hint:
+                    hint = _slots(module, C, case.data["w"])
+            run.fail(
+                f"for C={C}, H={H} PyTorch's output differs from the reference.{hint}",
+                case,
+                named=bool(hint),
+            )
         if not TRUSTED.allclose(got_w, want_w, atol=1e-5):
             run.fail(f"for C={C}, H={H} the attention weights differ.", case)
     run.passed()
