@@ -1,6 +1,7 @@
 """Second-round holdout for notebook 01 (self-attention), written from the notebook alone.
 
-Before tuning (measured on main at c1cf4d5): 34 mistakes: 32 named, 0 generic, 0 misleading, 2 passed (softmax default dim=0; 1-D key mask unsqueezed on the query axis).
+Before tuning (measured on main at c1cf4d5): 34 mistakes: 32 named, 0 generic, 0 misleading, 2
+passed (softmax default dim=0; 1-D key mask unsqueezed on the query axis).
 """
 
 from __future__ import annotations

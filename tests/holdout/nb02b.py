@@ -1,6 +1,7 @@
 """Second-round holdout for notebook 02 (multi-head attention), written from the notebook alone.
 
-Before tuning (measured on main at c1cf4d5): 32 mistakes: 30 named, 1 generic (block-diagonal per-head projection), 1 misleading (the check crashed on an in_proj_weight of shape (C, 3C)), 0 passed.
+Before tuning (measured on main at c1cf4d5): 32 mistakes: 30 named, 1 generic (block-diagonal per-
+head projection), 1 misleading (the check crashed on an in_proj_weight of shape (C, 3C)), 0 passed.
 """
 
 from __future__ import annotations

@@ -1,6 +1,8 @@
 """Second-round holdout for notebook 03 (positional encodings), written from the notebook alone.
 
-Before tuning (measured on main at c1cf4d5): 33 mistakes: 30 named, 2 generic (half the shift-matrix pairs; offsets indexed into a table), 1 misleading (floor-division exponent named 'doubled'), 0 passed.
+Before tuning (measured on main at c1cf4d5): 33 mistakes: 30 named, 2 generic (half the shift-
+matrix pairs; offsets indexed into a table), 1 misleading (floor-division exponent named
+'doubled'), 0 passed.
 """
 
 from __future__ import annotations
