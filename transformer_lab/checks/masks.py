@@ -135,6 +135,11 @@ def check_padding_mask(padding_mask, hidden: bool = False) -> None:
                     "the course's padding masks are (B, 1, 1, S): one row per sequence, "
                     "broadcast over heads and queries"
                 )
+            if len(got) == 4 and got[0] == B and got[-2:] == (S, S) and S > 1:
+                return (
+                    "yours is one (S, S) mask per sequence, so it also hides the padded queries; "
+                    "a padding mask hides keys only: (B, 1, 1, S), broadcast over heads and queries"
+                )
             if len(got) == 4 and got[:3] == (B, 1, 1) and got[3] != S:
                 return (
                     f"your mask has {got[3]} columns: use the `S` argument (the padded length), "

@@ -85,6 +85,50 @@ def _mha(
     return (out @ wo if out_proj else out), weights
 
 
+def _mha_loop(x_q, x_kv, wq, wk, wv, wo, H, mask=None, *, head_mask="expand", own_channels=False):
+    """Multi-head attention one head at a time, with one deliberate mistake: ``head_mask="index"``
+    takes mask[:, h] without expanding the mask to (B, H, T, S); ``own_channels`` projects each
+    head from its own D input channels only (x[..., c] @ w[c, c])."""
+    B, T, C = x_q.shape
+    S, D = x_kv.shape[1], C // H
+    outs, ws = [], []
+    for h in range(H):
+        c = slice(h * D, (h + 1) * D)
+        if own_channels:
+            q, k, v = x_q[..., c] @ wq[c, c], x_kv[..., c] @ wk[c, c], x_kv[..., c] @ wv[c, c]
+        else:
+            q, k, v = x_q @ wq[:, c], x_kv @ wk[:, c], x_kv @ wv[:, c]
+        scores = q @ k.transpose(-2, -1) / math.sqrt(D)  # (B, T, S)
+        if mask is not None:
+            m = mask.expand(B, H, T, S)[:, h] if head_mask == "expand" else mask[:, h]
+            scores = scores.masked_fill(~m, float("-inf"))
+        w = torch.softmax(scores, dim=-1)
+        outs.append(w @ v)
+        ws.append(w)
+    return torch.cat(outs, dim=-1) @ wo, torch.stack(ws, dim=1)
+
+
+def _plus(result: tuple, x: Tensor) -> tuple:
+    return result[0] + x, result[1]
+
+
+def _mha_v_from(x_q, x_kv, wq, wk, wv, wo, H, mask, which: str):
+    """The keys (``which="k"``) or the values (``"v"``) computed from x_q (needs T = S)."""
+    if x_q.shape != x_kv.shape:
+        raise ValueError("only visible when T = S")
+    B, T, C = x_q.shape
+    D = C // H
+    sp = lambda t: t.view(B, T, H, D).transpose(1, 2)  # noqa: E731
+    q = sp(x_q @ wq)
+    k = sp((x_q if which == "k" else x_kv) @ wk)
+    v = sp((x_q if which == "v" else x_kv) @ wv)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(D)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    w = torch.softmax(scores, dim=-1)
+    return (w @ v).transpose(1, 2).reshape(B, T, C) @ wo, w
+
+
 def _mha_cases(hidden: bool) -> list[Case]:
     g = generator(9606 if hidden else 606)
     r = lambda *s: torch.randn(*s, generator=g) / (s[-1] ** 0.5 if len(s) == 2 else 1.0)  # noqa: E731
@@ -264,6 +308,38 @@ def check_multi_head_attention(multi_head_attention, hidden: bool = False) -> No
                 wo_first_block=True,
             ),
         ]
+        mistakes += [
+            Mistake(
+                "the values come from x_q: keys and values must both come from x_kv (the second "
+                "argument), queries from x_q",
+                lambda: _mha_v_from(xq, xkv, wq, wk, wv, wo, H, mask, "v"),
+            ),
+            Mistake(
+                "the keys come from x_q: keys and values must both come from x_kv (the second "
+                "argument), queries from x_q",
+                lambda: _mha_v_from(xq, xkv, wq, wk, wv, wo, H, mask, "k"),
+            ),
+            Mistake(
+                "your output is the right one plus x_q: the residual connection (x + attention) "
+                "belongs to the block around attention; return merged_heads @ w_o only",
+                lambda: _plus(_mha(xq, xkv, wq, wk, wv, wo, H, mask), xq),
+            ),
+            Mistake(
+                "each head projects only its own D input channels (x[..., cols] @ w_q[cols, cols]): "
+                "every head sees all C input channels; project first (x @ w_q), then give head h "
+                "the columns h*D .. (h+1)*D - 1",
+                lambda: _mha_loop(xq, xkv, wq, wk, wv, wo, H, mask, own_channels=True),
+            ),
+        ]
+        if mask is not None and (mask.dim() < 4 or mask.shape[1] == 1):
+            mistakes.append(
+                Mistake(
+                    "in your loop over heads the mask is indexed per head (mask[:, h]) but it has "
+                    f"no head axis (shape {tuple(mask.shape)}): expand it first, "
+                    "mask.expand(B, H, T, S)[:, h], or let it broadcast",
+                    lambda: _mha_loop(xq, xkv, wq, wk, wv, wo, H, mask, head_mask="index"),
+                )
+            )
         # one weight in another's role (or transposed): name the role and the weight
         given = {"w_q": wq, "w_k": wk, "w_v": wv, "w_o": wo}
         role_text = {"w_q": "queries", "w_k": "keys", "w_v": "values", "w_o": "output projection"}

@@ -66,7 +66,54 @@ def _projection_mistakes(xq, xkv, wq, wk, wv, mask, kv_name: str) -> list[Mistak
             A(lambda: (xq @ wq, xq @ wk, xq @ wv), None),
             softmax=True,
         ),
+    ] + _role_mistakes(xq, xkv, wq, wk, wv, A, kv_name)
+
+
+def _role_mistakes(xq, xkv, wq, wk, wv, A, kv_name: str) -> list[Mistake]:
+    """One projection built with another role's weight or input (queries with w_k, values
+    from x_q, ...): each role is tried with every other weight and source."""
+    weights = {"w_q": wq, "w_k": wk, "w_v": wv}
+    roles = [
+        ("queries", "Q", "w_q", "x_q"),
+        ("keys", "K", "w_k", kv_name),
+        ("values", "V", "w_v", kv_name),
     ]
+    rule = (
+        f"Q = x_q @ w_q, K = {kv_name} @ w_k, V = {kv_name} @ w_v"
+        if xq is not xkv
+        else ("Q = x @ w_q, K = x @ w_k, V = x @ w_v")
+    )
+    out = []
+    for i, (role, _, own, _) in enumerate(roles):
+        for name, w in weights.items():
+            if name == own:
+                continue
+
+            def make(i=i, w=w):
+                qkv = [xq @ wq, xkv @ wk, xkv @ wv]
+                qkv[i] = (xq if i == 0 else xkv) @ w
+                return tuple(qkv)
+
+            out.append(
+                Mistake(f"the {role} use {name} instead of {own}: {rule}", A(make), softmax=True)
+            )
+    if xq is not xkv:
+        for i, (role, _, _, src) in enumerate(roles):
+
+            def swap(i=i):
+                qkv = [xq @ wq, xkv @ wk, xkv @ wv]
+                qkv[i] = (xkv if i == 0 else xq) @ (wq, wk, wv)[i]
+                return tuple(qkv)
+
+            wrong_src = kv_name if i == 0 else "x_q"
+            out.append(
+                Mistake(
+                    f"the {role} come from {wrong_src} instead of {src}: {rule}",
+                    A(swap),
+                    softmax=True,
+                )
+            )
+    return out
 
 
 def _check(run: Runner, case: Case, xq, xkv, wq, wk, wv, mask, kv_name: str) -> None:

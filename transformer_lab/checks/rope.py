@@ -6,6 +6,8 @@ apply_rope(x, base=10000.0) -> x's shape and dtype (..., T, D): the pair (2i, 2i
 
 from __future__ import annotations
 
+import re
+
 import torch
 from torch import Tensor
 
@@ -158,6 +160,16 @@ def _error_hint(exc: BaseException, case: Case) -> str:
             "x may have any number of leading dimensions, (..., T, D): read T and D with "
             "x.shape[-2] and x.shape[-1]"
         )
+    sizes = re.search(r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\)", text)
+    x = case.args[0] if case.args else None
+    if sizes and isinstance(x, Tensor) and x.dim() >= 2:
+        T, half = x.shape[-2], x.shape[-1] // 2
+        if {int(sizes.group(1)), int(sizes.group(2))} == {T, half} and T != half:
+            return (
+                f"a (T, D/2) = ({T}, {half}) table meets one laid out ({half}, {T}): build the "
+                f"angles as (T, D/2), positions down the rows and pairs across, "
+                f"t[:, None] * theta[None, :], so they broadcast with x[..., 0::2]"
+            )
     return _signature_hint(exc, "apply_rope(x, base=10000.0)")
 
 

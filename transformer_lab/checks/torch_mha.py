@@ -119,8 +119,24 @@ def check_to_torch_mha(to_torch_mha, hidden: bool = False) -> None:
             )
         if module.training:
             run.fail("call .eval() on the module before returning it.", case)
-        with torch.no_grad():
-            got, got_w = module(x, x, x, need_weights=True, average_attn_weights=False)
+        for pname, param, shape in (
+            ("in_proj_weight", module.in_proj_weight, (3 * C, C)),
+            ("out_proj.weight", module.out_proj.weight, (C, C)),
+        ):
+            if param is not None and tuple(param.shape) != shape:
+                run.fail(
+                    f"{pname} has shape {tuple(param.shape)}, but the module needs {shape}: "
+                    f"PyTorch stores (out, in), so in_proj_weight is torch.cat([w_q.T, w_k.T, "
+                    f"w_v.T], dim=0) and out_proj.weight is w_o.T (copy them in place).",
+                    case,
+                )
+        try:
+            with torch.no_grad():
+                got, got_w = module(x, x, x, need_weights=True, average_attn_weights=False)
+        except Exception as exc:  # a module the student broke: say so instead of crashing
+            run.fail(
+                f"your module raised {type(exc).__name__} when called: {exc}", case, named=False
+            )
         verify(run.name)  # the module ran outside the call monitor: nothing may have been patched
         if not TRUSTED.allclose(got, want, atol=1e-5):
             hint = ""
