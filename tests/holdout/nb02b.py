@@ -1,7 +1,15 @@
 """Second-round holdout for notebook 02 (multi-head attention), written from the notebook alone.
 
-Before tuning (measured on main at c1cf4d5): 32 mistakes: 30 named, 1 generic (block-diagonal per-
-head projection), 1 misleading (the check crashed on an in_proj_weight of shape (C, 3C)), 0 passed.
+Figures (words tightened so no word matches the check's own name; "before" rerun on main at
+c1cf4d5 with those words):
+- before tuning: 32 mistakes: 26 named, 5 generic (hard-coded reshape sizes twice, keys from x_q, a
+  block-diagonal per-head projection, heads concatenated in reverse), 1 misleading (the check
+  crashed on an in_proj_weight of shape (C, 3C)), 0 passed.
+- after tuning: 43 mistakes (32 + 11 written after tuning): 41 named, 2 generic, 0 misleading, 0
+  passed.
+- written after tuning, measured before any change for them: 11 mistakes: 8 named, 2 generic
+  (masked scores set to 0 in multi-head attention; softmax over the heads), 1 misleading
+  (add_bias_kv named as a wrong out_proj; fixed afterwards), 0 passed.
 """
 
 from __future__ import annotations
@@ -18,7 +26,7 @@ from transformer_lab.heads import split_heads as _split
 
 MISTAKES: list = []
 wrong = collector(MISTAKES, "02")
-NAMED_AT_LEAST = 0.0
+NAMED_AT_LEAST = 0.95
 
 
 def _check_divides(C, n_heads):
@@ -36,14 +44,14 @@ def split_interleaved(x, n_heads):
     return x.reshape(B, T, C // n_heads, n_heads).permute(0, 3, 1, 2)  # head h gets h, h+H, ...
 
 
-@wrong("split_heads", "shape|transpos")
+@wrong("split_heads", "transpos|permut")
 def split_transpose_1_3(x, n_heads):
     B, T, C = x.shape
     _check_divides(C, n_heads)
     return x.reshape(B, T, n_heads, C // n_heads).transpose(1, 3)
 
 
-@wrong("split_heads", "shape|transpos")
+@wrong("split_heads", "transpos|permut")
 def split_permute_bhdt(x, n_heads):
     B, T, C = x.shape
     _check_divides(C, n_heads)
@@ -56,7 +64,7 @@ def split_no_check(x, n_heads):
     return x.reshape(B, T, n_heads, C // n_heads).transpose(1, 2)
 
 
-@wrong("split_heads", "message|name|C|n_heads")
+@wrong("split_heads", "message should name|name 12")
 def split_vague_error(x, n_heads):
     B, T, C = x.shape
     if C % n_heads:
@@ -64,7 +72,7 @@ def split_vague_error(x, n_heads):
     return x.reshape(B, T, n_heads, C // n_heads).transpose(1, 2)
 
 
-@wrong("split_heads", "shape|reshape|D|hard")
+@wrong("split_heads", "hard-coded|hard coded")
 def split_hard_coded_d(x, n_heads):
     B, T, C = x.shape
     _check_divides(C, n_heads)
@@ -78,7 +86,7 @@ def split_transpose_first(x, n_heads):
     return x.transpose(1, 2).reshape(B, n_heads, T, C // n_heads)
 
 
-@wrong("split_heads", "chunk|split|size|channel")
+@wrong("split_heads", "chunk|n_heads argument")
 def split_chunks_of_h(x, n_heads):
     B, T, C = x.shape
     _check_divides(C, n_heads)
@@ -92,13 +100,13 @@ def merge_view(x):
     return x.transpose(1, 2).view(B, T, H * D)
 
 
-@wrong("merge_heads", "channel|order|interleav|head")
+@wrong("merge_heads", "interleav")
 def merge_interleaved(x):
     B, H, T, D = x.shape
     return x.permute(0, 2, 3, 1).reshape(B, T, H * D)
 
 
-@wrong("merge_heads", "shape|cat|dim")
+@wrong("merge_heads", "concatenate|along the features")
 def merge_cat_over_tokens(x):
     return torch.cat([x[:, h] for h in range(x.shape[1])], dim=1)  # (B, H*T, D)
 
@@ -114,12 +122,12 @@ def merge_sums_heads(x):
     return x.sum(dim=1)
 
 
-@wrong("merge_heads", "shape|reshape|hard")
+@wrong("merge_heads", "hard-coded|hard coded")
 def merge_hard_coded(x):
     return x.transpose(1, 2).reshape(x.shape[0], x.shape[2], 12)  # C = 12 in the visible test
 
 
-@wrong("merge_heads", "shape|flatten")
+@wrong("merge_heads", "flatten|(b, t, h * d)")
 def merge_flatten_too_much(x):
     return x.transpose(1, 2).flatten(1)
 
@@ -132,7 +140,7 @@ def mha_no_output_projection(x_q, x_kv, w_q, w_k, w_v, w_o, n_heads, mask=None):
     return _merge(out), w
 
 
-@wrong("multi_head_attention", "x_kv|keys|cross")
+@wrong("multi_head_attention", "x_kv")
 def mha_keys_from_x_q(x_q, x_kv, w_q, w_k, w_v, w_o, n_heads, mask=None):
     q, k, v = (_split(t, n_heads) for t in (x_q @ w_q, x_q @ w_k, x_kv @ w_v))
     out, w = _sdpa(q, k, v, mask)
@@ -157,7 +165,7 @@ def mha_column_convention(x_q, x_kv, w_q, w_k, w_v, w_o, n_heads, mask=None):
     return _merge(out) @ w_o.T, w
 
 
-@wrong("multi_head_attention", "shape|mean|average|head")
+@wrong("multi_head_attention", "averaged|mean")
 def mha_averages_weights(x_q, x_kv, w_q, w_k, w_v, w_o, n_heads, mask=None):
     q, k, v = (_split(t, n_heads) for t in (x_q @ w_q, x_kv @ w_k, x_kv @ w_v))
     out, w = _sdpa(q, k, v, mask)
@@ -179,7 +187,7 @@ def mha_block_diagonal_projection(x_q, x_kv, w_q, w_k, w_v, w_o, n_heads, mask=N
     return torch.cat(outs, -1) @ w_o, torch.stack(ws, 1)
 
 
-@wrong("multi_head_attention", "order|head")
+@wrong("multi_head_attention", "order|reverse")
 def mha_heads_reversed(x_q, x_kv, w_q, w_k, w_v, w_o, n_heads, mask=None):
     B, T, C = x_q.shape
     S, D = x_kv.shape[1], C // n_heads
@@ -194,7 +202,7 @@ def mha_heads_reversed(x_q, x_kv, w_q, w_k, w_v, w_o, n_heads, mask=None):
     return torch.cat(outs, -1) @ w_o, torch.stack(ws, 1)
 
 
-@wrong("multi_head_attention", "split|head|reshape|transpos")
+@wrong("multi_head_attention", "no transpose|transpos")
 def mha_split_with_view(x_q, x_kv, w_q, w_k, w_v, w_o, n_heads, mask=None):
     def split(t):
         B, L, C = t.shape
@@ -286,4 +294,102 @@ def torch_mha_without_no_grad(w_q, w_k, w_v, w_o, n_heads):
     m = _module(w_q.shape[0], n_heads)
     m.in_proj_weight.copy_(torch.cat([w_q.T, w_k.T, w_v.T]))  # a leaf that requires grad: raises
     m.out_proj.weight.copy_(w_o.T)
+    return m.eval()
+
+
+# ================================================================ written after tuning
+# (never used to tune the checks; their figure is reported separately)
+@wrong("split_heads", "transpose(1, 2)|(b, t, h, d)")
+def late_split_stack_chunks(x, n_heads):
+    B, T, C = x.shape
+    _check_divides(C, n_heads)
+    return torch.stack(x.chunk(n_heads, dim=-1), dim=2)  # (B, T, H, D)
+
+
+@wrong("split_heads", "divisible|valueerror|raised")
+def late_split_reversed_modulo(x, n_heads):
+    B, T, C = x.shape
+    if n_heads % C != 0:
+        raise ValueError(
+            f"C must be divisible by n_heads, but received C={C} and n_heads={n_heads}."
+        )
+    return x.reshape(B, T, n_heads, C // n_heads).transpose(1, 2)
+
+
+@wrong("split_heads", "n_heads|number of heads|head width")
+def late_split_heads_as_width(x, n_heads):
+    B, T, C = x.shape
+    _check_divides(C, n_heads)
+    return x.reshape(B, T, C // n_heads, n_heads).transpose(1, 2)
+
+
+@wrong("merge_heads", "interleav")
+def late_merge_stack_last(x):
+    B, H, T, D = x.shape
+    return torch.stack(x.unbind(1), dim=-1).reshape(B, T, H * D)
+
+
+@wrong("merge_heads", "transpos|order")
+def late_merge_swapaxes_1_3(x):
+    B, H, T, D = x.shape
+    return x.swapaxes(1, 3).reshape(B, T, H * D)
+
+
+@wrong("multi_head_attention", "-inf|instead of -inf")
+def late_mha_mask_fill_zero(x_q, x_kv, w_q, w_k, w_v, w_o, n_heads, mask=None):
+    q, k, v = (_split(t, n_heads) for t in (x_q @ w_q, x_kv @ w_k, x_kv @ w_v))
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(~mask, 0.0)
+    w = torch.softmax(scores, dim=-1)
+    return _merge(w @ v) @ w_o, w
+
+
+@wrong("multi_head_attention", "interleav|contiguous slice")
+def late_mha_strided_columns(x_q, x_kv, w_q, w_k, w_v, w_o, n_heads, mask=None):
+    B, T, C = x_q.shape
+    S = x_kv.shape[1]
+    outs, ws = [], []
+    for h in range(n_heads):
+        c = slice(h, None, n_heads)  # every H-th column
+        m = None if mask is None else mask.expand(B, n_heads, T, S)[:, h]
+        o, w = _sdpa(x_q @ w_q[:, c], x_kv @ w_k[:, c], x_kv @ w_v[:, c], m)
+        outs.append(o)
+        ws.append(w)
+    return torch.cat(outs, -1) @ w_o, torch.stack(ws, 1)
+
+
+@wrong("multi_head_attention", "dim|keys")
+def late_mha_softmax_over_heads(x_q, x_kv, w_q, w_k, w_v, w_o, n_heads, mask=None):
+    q, k, v = (_split(t, n_heads) for t in (x_q @ w_q, x_kv @ w_k, x_kv @ w_v))
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    w = torch.softmax(scores, dim=1)
+    return _merge(w @ v) @ w_o, w
+
+
+@wrong("to_torch_mha", "(3c, c)|dim=0")
+def late_torch_mha_cat_dim1(w_q, w_k, w_v, w_o, n_heads):
+    m = _module(w_q.shape[0], n_heads)
+    with torch.no_grad():
+        m.in_proj_weight.copy_(torch.cat([w_q.T, w_k.T, w_v.T], dim=1))
+        m.out_proj.weight.copy_(w_o.T)
+    return m.eval()
+
+
+@wrong("to_torch_mha", "out_proj|w_o")
+def late_torch_mha_no_out_proj(w_q, w_k, w_v, w_o, n_heads):
+    m = _module(w_q.shape[0], n_heads)
+    with torch.no_grad():
+        m.in_proj_weight.copy_(torch.cat([w_q.T, w_k.T, w_v.T]))
+    return m.eval()
+
+
+@wrong("to_torch_mha", "bias")
+def late_torch_mha_bias_kv(w_q, w_k, w_v, w_o, n_heads):
+    m = _module(w_q.shape[0], n_heads, add_bias_kv=True)
+    with torch.no_grad():
+        m.in_proj_weight.copy_(torch.cat([w_q.T, w_k.T, w_v.T]))
+        m.out_proj.weight.copy_(w_o.T)
     return m.eval()

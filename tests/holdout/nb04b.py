@@ -1,7 +1,13 @@
 """Second-round holdout for notebook 04 (masking and cross-attention), written from the notebook
 alone.
 
-Before tuning (measured on main at c1cf4d5): 40 mistakes: 40 named, 0 generic, 0 misleading, 0 passed.
+Figures (words tightened so no word matches the check's own name; "before" rerun on main at
+c1cf4d5 with those words):
+- before tuning: 40 mistakes: 37 named, 3 generic (a hard-coded causal size; a padding mask left
+  all True; keys built with w_v), 0 misleading, 0 passed.
+- after tuning: 52 mistakes (40 + 12 written after tuning): 52 named, 0 misleading, 0 passed.
+- written after tuning, measured before any change for them: 12 mistakes: 12 named (a 13th,
+  pad_sequence with an empty list, turned out to be correct and was dropped).
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ from transformer_lab.attention import scaled_dot_product_attention as _sdpa
 
 MISTAKES: list = []
 wrong = collector(MISTAKES, "04")
-NAMED_AT_LEAST = 0.0
+NAMED_AT_LEAST = 1.0
 
 
 # ---------------------------------------------------------------- causal_mask
@@ -39,17 +45,17 @@ def causal_one_ahead(T):
     return torch.tril(torch.ones(T, T), diagonal=1).bool()
 
 
-@wrong("causal_mask", "T|size|shape")
+@wrong("causal_mask", "hard-coded|argument t|from t")
 def causal_hard_coded(T):
     return torch.tril(torch.ones(4, 4, dtype=torch.bool))
 
 
-@wrong("causal_mask", "invert|True|~|masked|opposite")
+@wrong("causal_mask", "invert|reversed|polarity|opposite")
 def causal_true_means_blocked(T):
     return torch.tril(torch.ones(T, T)) == 0
 
 
-@wrong("causal_mask", "shape")
+@wrong("causal_mask", "(t, t) mask itself|leading")
 def causal_batched(T):
     return torch.tril(torch.ones(T, T, dtype=torch.bool))[None]
 
@@ -140,17 +146,17 @@ def pad_mask_le(lengths, S):
     return (torch.arange(S)[None, :] <= lengths[:, None])[:, None, None, :]
 
 
-@wrong("padding_mask", "shape|(B, 1, 1, S)")
+@wrong("padding_mask", "mask[:, none, none, :]|(b, 1, 1, s)")
 def pad_mask_2d(lengths, S):
     return torch.arange(S)[None, :] < lengths[:, None]
 
 
-@wrong("padding_mask", "shape|axis|keys|(B, 1, 1, S)")
+@wrong("padding_mask", "transpos|permut|(b, 1, 1, s)")
 def pad_mask_wrong_axis(lengths, S):
     return (torch.arange(S)[None, :] < lengths[:, None])[:, None, :, None]
 
 
-@wrong("padding_mask", "invert|padding|True|opposite")
+@wrong("padding_mask", "invert|reversed|polarity|opposite")
 def pad_mask_inverted(lengths, S):
     return (torch.arange(S)[None, :] >= lengths[:, None])[:, None, None, :]
 
@@ -160,13 +166,13 @@ def pad_mask_float(lengths, S):
     return (torch.arange(S)[None, :] < lengths[:, None]).float()[:, None, None, :]
 
 
-@wrong("padding_mask", "S|shape|length")
+@wrong("padding_mask", "`s` argument|padded length")
 def pad_mask_ignores_s(lengths, S):
     L = int(lengths.max())
     return (torch.arange(L)[None, :] < lengths[:, None])[:, None, None, :]
 
 
-@wrong("padding_mask", "padding|nothing|every|all")
+@wrong("padding_mask", "never masked|all true|nothing is masked")
 def pad_mask_loop_on_ones(lengths, S):
     m = torch.ones(len(lengths), S, dtype=torch.bool)
     for b in range(len(lengths)):
@@ -174,7 +180,7 @@ def pad_mask_loop_on_ones(lengths, S):
     return m[:, None, None, :]
 
 
-@wrong("padding_mask", "shape|transpos")
+@wrong("padding_mask", "transpos|permut")
 def pad_mask_s_by_b(lengths, S):
     return (torch.arange(S)[:, None] < lengths[None, :])[None, None]  # (1, 1, S, B)
 
@@ -197,28 +203,28 @@ def _check_len(max_len):
         raise ValueError(f"max_len must be at least 1, but received max_len={max_len}.")
 
 
-@wrong("pad_and_truncate", "end|last|first|truncat|keep")
+@wrong("pad_and_truncate", "last max_len|first ones|s[:max_len]")
 def pt_keeps_the_end(sequences, max_len, pad_id):
     _check_len(max_len)
     kept = [list(s)[-max_len:] for s in sequences]
     return _pad(kept, pad_id), torch.tensor([len(s) for s in kept])
 
 
-@wrong("pad_and_truncate", "left|end|pad")
+@wrong("pad_and_truncate", "left")
 def pt_pads_left(sequences, max_len, pad_id):
     _check_len(max_len)
     kept = [list(s)[:max_len] for s in sequences]
     return _pad(kept, pad_id, left=True), torch.tensor([len(s) for s in kept])
 
 
-@wrong("pad_and_truncate", "longest|L|width|shape|max_len")
+@wrong("pad_and_truncate", "longest|not to max_len")
 def pt_pads_to_max_len(sequences, max_len, pad_id):
     _check_len(max_len)
     kept = [list(s)[:max_len] for s in sequences]
     return _pad(kept, pad_id, L=max_len), torch.tensor([len(s) for s in kept])
 
 
-@wrong("pad_and_truncate", "lengths|truncat")
+@wrong("pad_and_truncate", "before truncation")
 def pt_lengths_before_truncation(sequences, max_len, pad_id):
     _check_len(max_len)
     kept = [list(s)[:max_len] for s in sequences]
@@ -297,12 +303,92 @@ def cross_roles_swapped(x_q, x_kv, w_q, w_k, w_v, mask=None):
     return _sdpa(x_kv @ w_q, x_q @ w_k, x_q @ w_v, mask)
 
 
-@wrong("cross_attention", "transpos|shape|weights")
+@wrong("cross_attention", "transpos")
 def cross_weights_transposed(x_q, x_kv, w_q, w_k, w_v, mask=None):
     out, w = _sdpa(x_q @ w_q, x_kv @ w_k, x_kv @ w_v, mask)
     return out, w.transpose(-2, -1)
 
 
-@wrong("cross_attention", "w_k|keys")
+@wrong("cross_attention", "w_k")
 def cross_keys_with_w_v(x_q, x_kv, w_q, w_k, w_v, mask=None):
     return _sdpa(x_q @ w_q, x_kv @ w_v, x_kv @ w_v, mask)
+
+
+# ================================================================ written after tuning
+# (never used to tune the checks; their figure is reported separately)
+@wrong("causal_mask", "bool|dtype")
+def late_causal_uint8(T):
+    return torch.tril(torch.ones(T, T)).to(torch.uint8)
+
+
+@wrong("causal_mask", "diagonal|itself")
+def late_causal_not_triu(T):
+    return ~torch.triu(torch.ones(T, T, dtype=torch.bool))
+
+
+@wrong("future_leaks", "every|all t < j|:j|first")
+def late_leaks_only_previous(attend, T, C, seed=0):
+    return _leaks(attend, T, C, seed, lambda new, old, j: (new[j - 1], old[j - 1]))
+
+
+@wrong("future_leaks", "exact|torch.equal|toleran")
+def late_leaks_default_allclose(attend, T, C, seed=0):
+    return _leaks(attend, T, C, seed, lambda new, old, j: (new[:j], old[:j]), equal=torch.allclose)
+
+
+@wrong("padding_mask", "lengths[:, none]|broadcast|per sequence")
+def late_pad_mask_no_column(lengths, S):
+    return (torch.arange(S) < lengths).view(-1, 1, 1, S)
+
+
+@wrong("padding_mask", "off by one")
+def late_pad_mask_minus_one(lengths, S):
+    return (torch.arange(S)[None, :] < lengths[:, None] - 1)[:, None, None, :]
+
+
+@wrong("padding_mask", "(b, 1, 1, s)")
+def late_pad_mask_3d(lengths, S):
+    return (torch.arange(S)[None, :] < lengths[:, None])[:, None, :]
+
+
+@wrong("pad_and_truncate", "before truncation|after truncating")
+def late_pt_width_before_truncation(sequences, max_len, pad_id):
+    _check_len(max_len)
+    kept = [list(s)[:max_len] for s in sequences]
+    return _pad(kept, pad_id, L=max(len(s) for s in sequences)), torch.tensor(
+        [len(s) for s in kept]
+    )
+
+
+@wrong("pad_and_truncate", "tensor")
+def late_pt_lengths_list(sequences, max_len, pad_id):
+    _check_len(max_len)
+    kept = [list(s)[:max_len] for s in sequences]
+    return _pad(kept, pad_id), [len(s) for s in kept]
+
+
+@wrong("cross_attention", "mask|broadcast|head")
+def late_cross_mask_unsqueezed(x_q, x_kv, w_q, w_k, w_v, mask=None):
+    if mask is not None:
+        mask = mask.unsqueeze(1)  # habit from multi-head attention: (B, 1, 1, S)
+    return _sdpa(x_q @ w_q, x_kv @ w_k, x_kv @ w_v, mask)
+
+
+@wrong("cross_attention", "sqrt(c)|width of x_q")
+def late_cross_scale_by_c(x_q, x_kv, w_q, w_k, w_v, mask=None):
+    q, k, v = x_q @ w_q, x_kv @ w_k, x_kv @ w_v
+    s = q @ k.transpose(-2, -1) / math.sqrt(x_q.shape[-1])
+    if mask is not None:
+        s = s.masked_fill(~mask, float("-inf"))
+    w = torch.softmax(s, -1)
+    return w @ v, w
+
+
+@wrong("cross_attention", "queries|dim=-2")
+def late_cross_softmax_dim1(x_q, x_kv, w_q, w_k, w_v, mask=None):
+    q, k, v = x_q @ w_q, x_kv @ w_k, x_kv @ w_v
+    s = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        s = s.masked_fill(~mask, float("-inf"))
+    w = torch.softmax(s, 1)
+    return w @ v, w

@@ -264,6 +264,24 @@ def _widths_are_inputs(exc: BaseException, case: Case) -> bool:
     return widths is not None and widths[0] in (case.args[0].shape[-1], case.args[1].shape[-1])
 
 
+def _key_width_hint(exc: BaseException, case: Case) -> str:
+    """q and k of different widths, one of them the values' width: a weight in another role."""
+    import re
+
+    found = re.search(r"q has D=(\d+) and k has D=(\d+)", str(exc))
+    if not found or len(case.args) < 5:
+        return ""
+    D, Dv = case.args[3].shape[-1], case.args[4].shape[-1]
+    dq, dk = int(found.group(1)), int(found.group(2))
+    if D == Dv or {dq, dk} != {D, Dv}:
+        return ""
+    role = "keys" if dk == Dv else "queries"
+    return (
+        f"your {role} have the values' width Dv={Dv}: they use w_v; Q = x_q @ w_q and K = x_kv @ "
+        f"w_k share the width D={D}, only V = x_kv @ w_v has width Dv"
+    )
+
+
 def check_cross_attention(cross_attention, hidden: bool = False) -> None:
     """Check ``cross_attention(x_q, x_kv, w_q, w_k, w_v, mask=None) -> (out, weights)``.
 
@@ -280,7 +298,8 @@ def check_cross_attention(cross_attention, hidden: bool = False) -> None:
             "the projections are Q = x_q @ w_q, K = x_kv @ w_k, V = x_kv @ w_v (row vectors, "
             "each w of shape (C_in, D))"
             if "mat1 and mat2" in str(e) and _widths_are_inputs(e, c)
-            else tensor_error_hint(e, "cross_attention(x_q, x_kv, w_q, w_k, w_v, mask=None)")
+            else _key_width_hint(e, c)
+            or tensor_error_hint(e, "cross_attention(x_q, x_kv, w_q, w_k, w_v, mask=None)")
         ),
         reference=lambda xq, xkv, wq, wk, wv, mask=None: _ref.scaled_dot_product_attention(
             xq @ wq, xkv @ wk, xkv @ wv, mask

@@ -142,6 +142,13 @@ def _rotation_evidence(x: Tensor, got: Tensor, base: float) -> str | None:
             "cos and sin are swapped: x'_2i = x_2i cos - x_2i+1 sin and x'_2i+1 = x_2i sin + "
             "x_2i+1 cos, with cos and sin of t * theta_i"
         )
+    for m in (2.0, 0.5, 3.0):  # every angle the same multiple of t * theta_i
+        if T > 2 and fits(m * t * theta):
+            return (
+                f"your angles are {m:g} times t * theta_i (every pair, every row): the row at "
+                f"position t must turn each pair once, by t * theta_i; check the positions, the "
+                f"frequencies and a rotation applied twice (the same output either way)"
+            )
     if T > 2 and fits(t * angle[1:2]) and fits(t * angle[1:2]):
         mine = ", ".join(f"{v:.3g}" for v in angle[1, :4].tolist())
         want = ", ".join(f"{v:.3g}" for v in theta[:4].tolist())

@@ -119,6 +119,17 @@ def check_to_torch_mha(to_torch_mha, hidden: bool = False) -> None:
             )
         if module.training:
             run.fail("call .eval() on the module before returning it.", case)
+        extras = [
+            n for n in ("in_proj_bias", "bias_k", "bias_v") if getattr(module, n, None) is not None
+        ]
+        if module.out_proj.bias is not None:
+            extras.append("out_proj.bias")
+        if extras:
+            run.fail(
+                f"your module has biases ({', '.join(extras)}): the course's attention has none; "
+                f"create it with bias=False (and without add_bias_kv).",
+                case,
+            )
         for pname, param, shape in (
             ("in_proj_weight", module.in_proj_weight, (3 * C, C)),
             ("out_proj.weight", module.out_proj.weight, (C, C)),
@@ -157,8 +168,10 @@ def check_to_torch_mha(to_torch_mha, hidden: bool = False) -> None:
                         " in_proj_weight holds W_q three times: its rows are w_q.T, then w_k.T, "
                         "then w_v.T."
                     )
-                elif in_proj is not None and TRUSTED.allclose(
-                    in_proj, torch.cat([w_q.T, w_k.T, w_v.T]), atol=1e-6
+                elif (
+                    in_proj is not None
+                    and TRUSTED.allclose(in_proj, torch.cat([w_q.T, w_k.T, w_v.T]), atol=1e-6)
+                    and not TRUSTED.allclose(module.out_proj.weight, w_o.T, atol=1e-6)
                 ):
                     hint = (
                         " in_proj_weight is right, but out_proj.weight does not hold W_o: copy "
