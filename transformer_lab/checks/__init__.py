@@ -89,11 +89,16 @@ from transformer_lab.checks import (
 from transformer_lab.checks import attention as _attention_checks
 from transformer_lab.checks import batching as _batching_checks
 from transformer_lab.checks import bert as _bert_checks
+from transformer_lab.checks import bert_evidence as _bert_evidence
 from transformer_lab.checks import bert_heads as _bert_heads_checks
+from transformer_lab.checks import bert_heads_evidence as _bert_heads_evidence
 from transformer_lab.checks import bert_masking as _bert_masking_checks
+from transformer_lab.checks import block_trace as _block_trace
 from transformer_lab.checks import blocks as _blocks_checks
+from transformer_lab.checks import blocks_evidence as _blocks_evidence
 from transformer_lab.checks import cost as _cost_checks
 from transformer_lab.checks import decoder as _decoder_checks
+from transformer_lab.checks import fallback as _fallback
 from transformer_lab.checks import gpt as _gpt_checks
 from transformer_lab.checks import gpt_mistakes as _gpt_mistakes_checks
 from transformer_lab.checks import gpt_model as _gpt_model_checks
@@ -113,6 +118,7 @@ from transformer_lab.checks import rope as _rope_checks
 from transformer_lab.checks import sampling as _sampling_checks
 from transformer_lab.checks import shift as _shift_checks
 from transformer_lab.checks import sizes as _sizes_checks
+from transformer_lab.checks import sizes_fit as _sizes_fit
 from transformer_lab.checks import softmax as _softmax_checks
 from transformer_lab.checks import tiled as _tiled_checks
 from transformer_lab.checks import torch_mha as _torch_mha_checks
@@ -336,6 +342,12 @@ for _module in (
     _decoder_checks,
     _residual_checks,
     _sizes_checks,
+    _sizes_fit,
+    _block_trace,
+    _blocks_evidence,
+    _fallback,
+    _bert_evidence,
+    _bert_heads_evidence,
     _bert_checks,
     _bert_heads_checks,
     _bert_masking_checks,

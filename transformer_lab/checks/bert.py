@@ -19,6 +19,19 @@ from transformer_lab import bert_inputs as _ref
 from transformer_lab import masks as _masks
 from transformer_lab.checks._core import Case, Mistake, Runner, describe_args, generator
 from transformer_lab.checks._integrity import TRUSTED, Forbidden
+from transformer_lab.checks.bert_evidence import (
+    batch_dependence,
+    ignored_input,
+    layout_problem,
+    length_hint,
+    norm_calls,
+    one_id_fixed,
+    padding_only,
+    position_error_hint,
+    position_rows,
+    tuple_order,
+)
+from transformer_lab.checks.fallback import verdict
 from transformer_lab.checks.softmax import signature_hint as _signature_hint
 
 __all__ = ["check_pair_inputs", "check_bert_embeddings"]
@@ -156,6 +169,7 @@ def check_pair_inputs(pair_inputs, hidden: bool = False) -> None:
             run, run.call(case), case, 3, "(input_ids, token_type_ids, attention_mask)"
         )
         pairs, cls_id, sep_id, pad_id = case.data["spec"]
+        tuple_order(run, case, result, expected, names)
         for index, (name, value, want) in enumerate(zip(names, result, expected)):
             if TRUSTED.is_tensor(value) and value.dtype == torch.bool and name == "attention_mask":
                 run.fail(
@@ -179,9 +193,26 @@ def check_pair_inputs(pair_inputs, hidden: bool = False) -> None:
                             f"and pad_id={pad_id}.",
                             case,
                         )
-            got = run.expect_tensor(value, case, want.shape, torch.long, what=name)
+                found = one_id_fixed(_assemble, pairs, (cls_id, sep_id, pad_id), value, index)
+                if found:
+                    run.fail(f"{name}: {found}.", case)
+            got = run.expect_tensor(
+                value,
+                case,
+                want.shape,
+                torch.long,
+                what=name,
+                shape_hint=lambda shape, v=value: length_hint(pairs, v),
+            )
             if not TRUSTED.equal(got, want):
-                run.fail(f"{name} should be {want.tolist()}, but yours is {got.tolist()}.", case)
+                found = layout_problem(got, want, cls_id, sep_id) if index == 0 else None
+                if found:
+                    run.fail(f"{name}: {found}.", case)
+                run.fail(
+                    f"{name} should be {want.tolist()}, but yours is {got.tolist()}.",
+                    case,
+                    named=False,
+                )
     run.passed()
 
 
@@ -205,7 +236,8 @@ def _embedding_cases(hidden: bool) -> list[Case]:
         lengths = torch.randint(2, T + 1, (B,), generator=g)
         lengths[0] = T  # one sequence without padding
         mask = (torch.arange(T)[None, :] < lengths[:, None]).long()  # (B, T)
-        ids = torch.randint(5, V, (B, T), generator=g) * mask  # padding id 0
+        pad_id = 1 if len(cases) == 1 else 0  # padding need not be id 0
+        ids = torch.randint(5, V, (B, T), generator=g) * mask + pad_id * (1 - mask)
         split = torch.clamp(lengths // 2, min=1)
         segs = ((torch.arange(T)[None, :] >= split[:, None]) & mask.bool()).long()
         case = Case(
@@ -267,22 +299,33 @@ def check_bert_embeddings(bert_embeddings, hidden: bool = False) -> None:
     """Check ``bert_embeddings(input_ids, token_type_ids, attention_mask, tok_table, pos_table,
     seg_table, norm) -> (x, mask)``: x = norm(tok + pos + seg), mask (B, 1, 1, T) bool."""
     __tracebackhide__ = True
+    base_hint = _hint(
+        "bert_embeddings(input_ids, token_type_ids, attention_mask, tok_table, pos_table, "
+        "seg_table, norm)",
+        "is the position table indexed by the token ids? pos_table holds max_len rows, one "
+        "per position: take pos_table[:T]; seg_table is indexed by token_type_ids",
+    )
     run = Runner(
         "check_bert_embeddings",
         bert_embeddings,
         (),
         hidden,
-        _hint(
-            "bert_embeddings(input_ids, token_type_ids, attention_mask, tok_table, pos_table, "
-            "seg_table, norm)",
-            "is the position table indexed by the token ids? pos_table holds max_len rows, one "
-            "per position: take pos_table[:T]; seg_table is indexed by token_type_ids",
-        ),
+        lambda e, c: position_error_hint(e, c) or base_hint(e, c),
     )
     for case in _embedding_cases(hidden):
         want_x, want_mask = case.data["x"], case.data["mask"]
         B, T, C = want_x.shape
         result = _expect_tuple(run, run.call(case), case, 2, "(x, mask)")
+        first, second = result
+        if (
+            TRUSTED.is_tensor(first)
+            and TRUSTED.is_tensor(second)
+            and tuple(first.shape) == tuple(want_mask.shape)
+            and tuple(second.shape) == tuple(want_x.shape)
+        ):
+            run.fail(
+                "the tuple is in the wrong order: you return (mask, x); return (x, mask).", case
+            )
 
         def x_hint(got, T=T, C=C):
             if got[-1] in (2 * C, 3 * C):
@@ -319,12 +362,24 @@ def check_bert_embeddings(bert_embeddings, hidden: bool = False) -> None:
         )
         if not run.close(x, want_x, atol=1e-5, rtol=1e-5):
             message = run.diagnose(x, _embedding_mistakes(*case.data["parts"]), 1e-5, 1e-5)
-            run.fail(message or run.mismatch(x, want_x, "x"), case)
+            message = message or ignored_input(run, case, x) or batch_dependence(run, case, x)
+            message = message or padding_only(case, x, want_x) or position_rows(run, case)
+            message = message or norm_calls(run, case)
+            message, named = verdict(message, x, want_x, "x", {"C": C})
+            run.fail(message, case, named=named)
         if not TRUSTED.equal(mask, want_mask):
             if TRUSTED.equal(mask, ~want_mask):
                 run.fail(
                     "mask: the polarity is reversed: True marks the real tokens (attention_mask 1)",
                     case,
                 )
-            run.fail(run.mismatch(mask, want_mask, "mask"), case)
+            ids = case.args[0]
+            for pad in range(5):
+                if TRUSTED.equal(mask, (ids != pad)[:, None, None, :]):
+                    run.fail(
+                        f"mask: yours marks the tokens whose id is not {pad}, built from input_ids; "
+                        "build it from attention_mask (1 = real token), whatever the padding id is",
+                        case,
+                    )
+            run.fail(run.mismatch(mask, want_mask, "mask"), case, named=False)
     run.passed()

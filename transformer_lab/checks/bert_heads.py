@@ -16,6 +16,8 @@ from transformer_lab import bert_inputs as _ref
 from transformer_lab.checks._core import Case, Mistake, Runner, generator
 from transformer_lab.checks._integrity import TRUSTED, Forbidden
 from transformer_lab.checks.bert import _hint, _signature_hint
+from transformer_lab.checks.bert_heads_evidence import cls_trace, gradient_to_hidden, which_rows
+from transformer_lab.checks.fallback import verdict
 
 __all__ = ["check_masked_lm_loss", "check_cls_logits"]
 
@@ -32,9 +34,11 @@ class _CountingHead(nn.Module):
         self.weight = nn.Parameter(torch.randn(V, C, generator=g) / C**0.5)
         self.bias = nn.Parameter(0.1 * torch.randn(V, generator=g))
         self.rows = 0
+        self.seen: list[torch.Tensor] = []  # what the head was run on
 
     def forward(self, h):
         self.rows += h.numel() // h.shape[-1]
+        self.seen.append(h.detach().reshape(-1, h.shape[-1]))
         return F.linear(h, self.weight, self.bias)
 
 
@@ -106,6 +110,20 @@ def _loss_mistakes(hidden, labels, head) -> list[Mistake]:
             lambda: -logits[chosen].log_softmax(0).gather(-1, labels[chosen][:, None]).mean(),
         ),
         Mistake(
+            "softmax is applied before F.cross_entropy, which applies log_softmax itself: pass "
+            "the logits, not probabilities",
+            lambda: F.cross_entropy(logits[chosen].softmax(-1), labels[chosen]),
+        ),
+        Mistake(
+            "F.nll_loss expects log-probabilities: apply log_softmax to the logits first, or use "
+            "F.cross_entropy on the logits",
+            lambda: F.nll_loss(logits[chosen], labels[chosen]),
+        ),
+        Mistake(
+            "log_softmax is applied twice? F.cross_entropy takes the logits as they are",
+            lambda: F.cross_entropy(logits[chosen].log_softmax(-1).log_softmax(-1), labels[chosen]),
+        ),
+        Mistake(
             "the head is skipped: apply `head` to the hidden vectors to get (M, V) logits",
             lambda: F.cross_entropy(hidden[chosen], labels[chosen]),
         ),
@@ -131,7 +149,7 @@ def check_masked_lm_loss(masked_lm_loss, hidden: bool = False) -> None:
         head = _CountingHead(C, V, generator(case.data["seed"]))
         with torch.no_grad():
             want = F.cross_entropy(head(h).flatten(0, 1), labels.flatten())  # ignore_index=-100
-        head.rows = 0
+        head.rows, head.seen = 0, []
         M = int((labels != _ref.IGNORE_INDEX).sum())
         case.args = (h, labels, head)
         value = run.call(case)
@@ -149,8 +167,11 @@ def check_masked_lm_loss(masked_lm_loss, hidden: bool = False) -> None:
 
         loss = run.expect_tensor(value, case, (), torch.float32, what="loss", shape_hint=hint)
         if not run.close(loss, want, atol=1e-5, rtol=1e-5):
+            rows = which_rows(head, h, labels, M)
             message = run.diagnose(loss, _loss_mistakes(h, labels, head), 1e-5, 1e-5)
-            run.fail(message or run.mismatch(loss, want, "loss"), case)
+            message = message or rows
+            message, named = verdict(message, loss, want, "loss", {"V": V, "M": M})
+            run.fail(message, case, named=named)
         if head.rows != M:
             where = (
                 "every position (B*T = " + str(labels.numel()) + ")"
@@ -169,6 +190,9 @@ def check_masked_lm_loss(masked_lm_loss, hidden: bool = False) -> None:
                 "use .detach(), .item() or torch.no_grad() in the loss",
                 case,
             )
+        message = gradient_to_hidden(run, h, labels, head)
+        if message:
+            run.fail(message, case)
     run.passed()
 
 
@@ -256,6 +280,8 @@ def check_cls_logits(cls_logits, hidden: bool = False) -> None:
         def hint(got, B=B, T=T, n=n):
             if got == (B, T, n):
                 return "you classified every token; classify the [CLS] vector only, hidden[:, 0]"
+            if got == (B, 1, n):
+                return "hidden[:, :1] keeps the token axis; hidden[:, 0] picks the [CLS] vectors, (B, C)"
             if got == (T, n):
                 return "hidden[0] is the first sequence of the batch, not the [CLS] token: use hidden[:, 0]"
             return None
@@ -265,5 +291,7 @@ def check_cls_logits(cls_logits, hidden: bool = False) -> None:
         )
         if not run.close(out, want, atol=1e-5, rtol=1e-5):
             message = run.diagnose(out, _cls_mistakes(*case.data["parts"]), 1e-5, 1e-5)
-            run.fail(message or run.mismatch(out, want, "logits"), case)
+            message = message or cls_trace(run, case)
+            message, named = verdict(message, out, want, "logits")
+            run.fail(message, case, named=named)
     run.passed()

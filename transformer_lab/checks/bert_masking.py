@@ -75,6 +75,7 @@ class _Tally:
     def __init__(self) -> None:
         self.eligible = self.chosen = self.masked = self.random = self.kept = 0
         self.by_length = 0.0  # chosen count if p * T (whole row) were chosen among the eligible
+        self.pairs = self.equal_pairs = 0  # random replacements at one position in two rows
 
 
 def check_mlm_corrupt(mlm_corrupt, hidden: bool = False) -> None:
@@ -139,6 +140,19 @@ def _one_call(run: Runner, case: Case, ids, special, mask_id: int, specials: lis
         run.fail(
             "labels everywhere: every token carries its id as a label. Only the chosen positions "
             "keep their original id; all others must be -100 (ignored by the loss).",
+            case,
+        )
+    changed = inputs != ids
+    if (
+        changed.any()
+        and (labels[changed] == IGNORE).all()
+        and chosen.float().mean() > 0.5
+        and TRUSTED.equal(labels[chosen], ids[chosen])
+    ):
+        run.fail(
+            "the labels are the wrong way round (inverted): yours are -100 at the corrupted "
+            "positions and the ids elsewhere; labels hold the original id where a token was "
+            "chosen and -100 everywhere else.",
             case,
         )
     wrong = chosen & (labels != ids)
@@ -251,6 +265,11 @@ def _count(tally: _Tally, ids, special, inputs, labels, mask_id: int, p: float, 
     tally.kept += int((chosen & (inputs == ids)).sum())
     random = chosen & (inputs != mask_id) & (inputs != ids)
     tally.random += int(random.sum())
+    for t in range(ids.shape[1]):  # two rows with a random token at the same position
+        drawn = inputs[random[:, t], t]
+        if drawn.numel() >= 2:
+            tally.pairs += drawn.numel() - 1
+            tally.equal_pairs += int((drawn[1:] == drawn[0]).sum())
     per_row = eligible.sum(1).float()
     tally.by_length += float(torch.minimum(per_row, torch.full_like(per_row, p * T)).sum())
 
@@ -312,6 +331,20 @@ def _proportions(run: Runner, tally: _Tally, p: float, B: int, T: int) -> str:
             f"{measured}: the random replacements were drawn independently of the [MASK]s and "
             "overwrote some of them. Split the chosen positions with ONE uniform number u per "
             "token: u < 0.8 [MASK], 0.8 <= u < 0.9 random, u >= 0.9 kept.",
+            case,
+        )
+    if tally.pairs >= 5 and tally.equal_pairs == tally.pairs:
+        run.fail(
+            "the random replacements are shared by the sequences of the batch: wherever two rows "
+            "get a random token at the same position, it is the same token; draw one random id per "
+            "token, a tensor of input_ids' shape.",
+            case,
+        )
+    if kept <= 0.02 and masked > 0.5:
+        run.fail(
+            f"no labelled token stays unchanged ({measured}): either nothing is kept (u >= 0.9 "
+            "must keep the original id), or the kept tokens get no label; every chosen token, "
+            "the 10% kept unchanged too, keeps its label.",
             case,
         )
     if max(abs(masked - 0.8), abs(random - 0.1), abs(kept - 0.1)) > SPLIT_TOL:

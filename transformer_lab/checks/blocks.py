@@ -22,6 +22,15 @@ from torch import Tensor, nn
 from transformer_lab import blocks as _ref
 from transformer_lab.checks._core import Case, Mistake, Runner, describe_args, generator
 from transformer_lab.checks._integrity import Forbidden
+from transformer_lab.checks.blocks_evidence import (
+    activation_probe,
+    affine_probe,
+    ln_error_hint,
+    ln_evidence,
+    mixing,
+    repeatable,
+)
+from transformer_lab.checks.fallback import verdict
 from transformer_lab.checks.softmax import signature_hint as _signature_hint
 
 __all__ = ["check_layer_norm", "check_mlp"]
@@ -156,7 +165,7 @@ def check_layer_norm(layer_norm, hidden: bool = False) -> None:
         layer_norm,
         forbidden,
         hidden,
-        lambda e, c: _signature_hint(e, "layer_norm(x, gain, bias, eps=1e-5)"),
+        ln_error_hint,
     )
     g = generator(9808 if hidden else 808)
     r = lambda *s: torch.randn(*s, generator=g)  # noqa: E731
@@ -187,7 +196,9 @@ def check_layer_norm(layer_norm, hidden: bool = False) -> None:
         )
         if not run.close(out, expected, ATOL, RTOL):
             message = run.diagnose(out, _ln_mistakes(x, w, b, e), ATOL, RTOL)
-            run.fail(message or run.mismatch(out, expected), case)
+            message = message or ln_evidence(out, x, w, b, e) or affine_probe(run, case, x, e)
+            message, named = verdict(message, out, expected, dims={"C": x.shape[-1]})
+            run.fail(message, case, named=named)
     run.passed()
 
 
@@ -305,7 +316,12 @@ def check_mlp(mlp, hidden: bool = False) -> None:
         )
         if not run.close(out, expected, ATOL, RTOL):
             message = run.diagnose(out, _mlp_mistakes(x, w1, b1, w2, b2), ATOL, RTOL)
-            run.fail(message or run.mismatch(out, expected), case)
+            message = message or repeatable(run, case, out) or mixing(run, case, out)
+            dims = {"C": C, "d_ff": d_ff}
+            if message is None and not verdict(None, out, expected, dims=dims)[1]:
+                message = activation_probe(run)  # after the generic evidence, which may name it
+            message, named = verdict(message, out, expected, dims=dims)
+            run.fail(message, case, named=named)
         if x.dim() >= 2 and x.shape[-2] > 1:  # position-wise: tokens do not talk to each other
             T = x.shape[-2]
             perm = torch.randperm(T, generator=g)

@@ -19,6 +19,8 @@ import torch
 from torch import Tensor
 
 from transformer_lab.checks._core import Case, Mistake, Runner, describe_args, generator
+from transformer_lab.checks.block_trace import wiring_message
+from transformer_lab.checks.fallback import verdict
 from transformer_lab.checks.residual import (
     ATOL,
     RTOL,
@@ -260,5 +262,14 @@ def check_decoder_block(decoder_block, hidden: bool = False) -> None:
             with torch.no_grad():
                 mistakes = _decoder_mistakes(x, memory, L, pre, mask)
                 message = run.diagnose(out, mistakes, ATOL, RTOL)
-            run.fail(message or run.mismatch(out, expected), case)
+            message = message or wiring_message(
+                run,
+                case,
+                2,
+                lambda T_: _decoder(x, memory, T_, pre, mask),
+                [(x, "x"), (memory, "memory")],
+                {"causal_mask(T)": _causal(T), "memory_mask": mask},
+            )
+            message, named = verdict(message, out, expected, dims={"C": C}, atol=ATOL)
+            run.fail(message, case, named=named)
     run.passed()

@@ -27,6 +27,8 @@ from torch import Tensor, nn
 from transformer_lab import blocks as _ref
 from transformer_lab.checks._core import Case, Mistake, Runner, describe_args, generator
 from transformer_lab.checks._integrity import Forbidden
+from transformer_lab.checks.block_trace import wiring_message
+from transformer_lab.checks.fallback import verdict
 from transformer_lab.checks.softmax import signature_hint as _signature_hint
 
 __all__ = ["Sublayers", "sublayers_of", "check_encoder_block"]
@@ -339,5 +341,9 @@ def check_encoder_block(encoder_block, hidden: bool = False) -> None:
         if not run.close(out, expected, ATOL, RTOL):
             with torch.no_grad():
                 message = run.diagnose(out, _encoder_mistakes(x, L, pre, mask), ATOL, RTOL)
-            run.fail(message or run.mismatch(out, expected), case)
+            message = message or wiring_message(
+                run, case, 1, lambda T: _encoder(x, T, pre, mask), [(x, "x")], {"mask": mask}
+            )
+            message, named = verdict(message, out, expected, dims={"C": C}, atol=ATOL)
+            run.fail(message, case, named=named)
     run.passed()

@@ -1,0 +1,106 @@
+"""Evidence for notebook 6's output checks (the MLM loss, the [CLS] classifier).
+
+MLM loss: which vectors the head was run on (all labelled ones, or only the first sequence's),
+and whether a gradient reaches ``hidden``. Classifier: hooks on the pooler and the classifier
+show what each receives (the [CLS] vectors? tanh of the pooler's output?) and whether the
+classifier's output is returned as it is.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from transformer_lab import bert_inputs as _ref
+from transformer_lab.checks._core import Case, Runner, _clone
+from transformer_lab.checks._integrity import TRUSTED
+
+__all__ = ["which_rows", "gradient_to_hidden", "cls_trace"]
+
+
+def which_rows(head, h, labels, M: int) -> str | None:
+    """The head ran on vectors other than the M labelled ones: which?"""
+    seen = torch.cat(head.seen) if head.seen else h.new_zeros(0, h.shape[-1])
+    chosen = labels != _ref.IGNORE_INDEX
+    if seen.shape[0] == M:
+        return None
+    if seen.shape[0] and seen.shape == h[0][chosen[0]].shape and torch.equal(seen, h[0][chosen[0]]):
+        return (
+            "only the first sequence of the batch is used (hidden[0]): select the labelled "
+            "positions of every sequence at once, hidden[labels != -100] (an (M, C) matrix)"
+        )
+    return (
+        f"your function ran the head on {seen.shape[0]} vectors, but the batch has {M} labelled "
+        "positions: select them all with hidden[labels != -100]"
+    )
+
+
+def gradient_to_hidden(run: Runner, h, labels, head) -> str | None:
+    """The loss must let gradients reach the encoder: d loss / d hidden is not all zero."""
+    hh = h.clone().requires_grad_(True)
+    out, error, _ = run.attempt((hh, labels.clone(), head), {})
+    if error is not None or not TRUSTED.is_tensor(out) or not out.requires_grad:
+        return None
+    (grad,) = torch.autograd.grad(out, hh, allow_unused=True)
+    if grad is None or not bool((grad != 0).any()):
+        return (
+            "no gradient reaches `hidden` (the encoder's output): do not .detach() it or index a "
+            "detached copy; the MLM loss trains the encoder through hidden"
+        )
+    return None
+
+
+_ACTIVATIONS = {
+    "no activation": lambda p: p,
+    "ReLU": torch.relu,
+    "sigmoid": torch.sigmoid,
+    "GELU": F.gelu,
+    "softmax": lambda p: p.softmax(-1),
+}
+
+
+def cls_trace(run: Runner, case: Case) -> str | None:
+    """Run the student's function with hooks on the pooler and the classifier: what does each
+    receive, and what happens to the classifier's output?"""
+    h, pooler, classifier = case.args
+    seen: dict[str, list] = {"pooler": [], "classifier": []}
+    hooks = [
+        module.register_forward_hook(
+            lambda m, i, o, k=key: seen[k].append((i[0].detach().clone(), o.detach().clone()))
+        )
+        for key, module in (("pooler", pooler), ("classifier", classifier))
+    ]
+    try:
+        out, error, _ = run.attempt((_clone(h), pooler, classifier), {})
+    finally:
+        for hook in hooks:
+            hook.remove()
+    if error is not None or len(seen["pooler"]) != 1:
+        return None
+    if not seen["classifier"]:
+        return (
+            "the classifier module is never called: apply it as classifier(...), which adds its "
+            "bias to the product with its weight"
+        )
+    if len(seen["classifier"]) != 1:
+        return None
+    (p_in, p_out), (c_in, c_out) = seen["pooler"][0], seen["classifier"][0]
+    same = lambda a, b: a.shape == b.shape and torch.allclose(a, b, atol=1e-5, rtol=1e-5)  # noqa: E731
+    if not same(p_in, h[:, 0]):
+        for t in range(1, h.shape[1]):
+            if same(p_in, h[:, t]):
+                return f"the pooler reads token {t}; [CLS] is the first token, hidden[:, 0]"
+        if same(p_in, torch.tanh(h[:, 0])):
+            return "tanh is applied before the pooler; it comes after: tanh(pooler(hidden[:, 0]))"
+        return "the pooler does not get the [CLS] vectors hidden[:, 0] (one per sequence)"
+    if not same(c_in, torch.tanh(p_out)):
+        for name, f in _ACTIVATIONS.items():
+            if same(c_in, f(p_out)):
+                return f"the pooler's activation is tanh, but yours is {name}: tanh(pooler(h_CLS))"
+        return "the classifier does not get tanh(pooler(hidden[:, 0])): the pooler's activation is tanh"
+    if TRUSTED.is_tensor(out) and not same(out.detach(), c_out):
+        return (
+            "the classifier's output is changed before it is returned: return the logits "
+            "classifier(tanh(pooler(hidden[:, 0]))) as they are"
+        )
+    return None
