@@ -21,7 +21,7 @@ def load(notebooks: list[str] | None = None) -> list[Mistake]:
     """Every mistake of the holdout modules ``nbNN`` (those named, or all)."""
     found = []
     for info in pkgutil.iter_modules(holdout.__path__):
-        if info.name.startswith("nb") and (not notebooks or info.name[2:] in notebooks):
+        if info.name.startswith("nb") and (not notebooks or info.name[2:4] in notebooks):
             found += importlib.import_module(f"tests.holdout.{info.name}").MISTAKES
     return found
 
