@@ -21,6 +21,7 @@ __all__ = [
     "repeatable",
     "mixing",
     "activation_probe",
+    "bias_probe",
 ]
 
 ATOL, RTOL = 1e-5, 1e-4
@@ -226,3 +227,27 @@ def activation_probe(run: Runner) -> str | None:
         f"your activation is not the exact GELU: with identity weights your MLP maps h = -2, -1, "
         f"-0.5, 0, 0.5, 1, 2 to {shown}; F.gelu gives {want}"
     )
+
+
+def bias_probe(run: Runner, case: Case) -> str | None:
+    """Rerun with one bias set to zero (two different inputs): right both times while the real
+    bias gives a wrong output means only that bias is used wrongly (added twice, in the wrong
+    place, multiplied in ...)."""
+    x, w1, b1, w2, b2 = case.args
+    gelu = torch.nn.functional.gelu
+    for index, name, where in ((4, "b_2", "once, after the second layer: ... @ w_2 + b_2"),
+                               (2, "b_1", "once, inside the activation: GELU(x @ w_1 + b_1)")):  # fmt: skip
+        confirmed = 0
+        for scale in (1.0, -0.5):  # the same verdict on a second input
+            args = [x * scale, w1, b1, w2, b2]
+            args[index] = torch.zeros_like(args[index])
+            want = gelu(args[0] @ w1 + args[2]) @ w2 + args[4]
+            got, error, _ = run.attempt(tuple(a.clone() for a in args), {})
+            if error is None and torch.is_tensor(got) and _close(got.detach(), want, 1e-5):
+                confirmed += 1
+        if confirmed == 2:
+            return (
+                f"with {name} = 0 your output is right, so only {name} is used wrongly (added "
+                f"twice, in the wrong place or to a weight?): add it {where}"
+            )
+    return None
