@@ -7,6 +7,8 @@ Before tuning (measured on main's checks): 36 mistakes: 33 named, 2 generic, 1 m
 After tuning, on the set above: 36/36 named.
 Written after tuning (the after_* entries, 15), measured once before any further change: 14 named,
 0 generic, 1 misleading (after_mlp_scaled_output, called a wrong activation), 0 passed (93%).
+Then the misleading one fixed (an output scaled by a constant is no longer called a wrong
+activation), as the holdout test requires 0 misleading: 51/51 named.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from transformer_lab.masks import causal_mask
 
 MISTAKES: list = []
 wrong = collector(MISTAKES, "05")
-NAMED_AT_LEAST = 0.0
+NAMED_AT_LEAST = 1.0
 
 
 # --- layer_norm -----------------------------------------------------------------------------------

@@ -7,6 +7,9 @@ Before tuning (measured on main's checks): 38 mistakes: 34 named, 3 generic, 1 m
 After tuning, on the set above: 38/38 named.
 Written after tuning (the after_* entries, 15), measured once before any further change: 11 named,
 3 generic, 1 misleading (after_pair_cls_before_b, told to pad to the longest pair), 0 passed (73%).
+Then the misleading one fixed (a row with a token too many is no longer told to pad to the
+longest pair), as the holdout test requires 0 misleading: 50/53 named (the three after_* generic
+ones left as they are: not tuned on).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from transformer_lab import masks
 
 MISTAKES: list = []
 wrong = collector(MISTAKES, "06")
-NAMED_AT_LEAST = 0.0
+NAMED_AT_LEAST = 0.94
 
 
 # --- pair_inputs ----------------------------------------------------------------------------------

@@ -209,7 +209,9 @@ def check_pair_inputs(pair_inputs, hidden: bool = False) -> None:
                 want.shape,
                 torch.long,
                 what=name,
-                shape_hint=lambda shape, v=value: length_hint(pairs, v),
+                shape_hint=lambda shape, v=value, i=index: length_hint(
+                    pairs, v, pad_id if i == 0 else None
+                ),
             )
             if not TRUSTED.equal(got, want):
                 found = layout_problem(got, want, cls_id, sep_id) if index == 0 else None

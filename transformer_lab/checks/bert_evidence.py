@@ -116,10 +116,19 @@ def tuple_order(run: Runner, case: Case, result, expected, names) -> None:
             )
 
 
-def length_hint(pairs, value) -> str | None:
+def length_hint(pairs, value, pad_id: int | None = None) -> str | None:
     if not (TRUSTED.is_tensor(value) and value.dim() == 2):
         return None
     longest = max(len(a) + len(b) + 3 for a, b in pairs)
+    if pad_id is not None and value.shape[0] == len(pairs):  # input_ids: count each row's tokens
+        for r, (row, (a, b)) in enumerate(zip(value.tolist(), pairs)):
+            n, want = sum(t != pad_id for t in row), len(a) + len(b) + 3
+            if n != min(want, len(row)):  # not the right row cut or padded to a wrong width
+                return (
+                    f"row {r} has {n} tokens besides padding, but [CLS] a [SEP] b [SEP] has "
+                    f"len(a) + len(b) + 3 = {want}: "
+                    + ("a token too many" if n > want else "a token missing")
+                )
     if value.shape[0] == len(pairs) and value.shape[1] != longest:
         return (
             f"your rows have length {value.shape[1]}, but the longest assembled pair has "

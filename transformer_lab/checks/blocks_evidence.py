@@ -221,6 +221,14 @@ def activation_probe(run: Runner) -> str | None:
     scaled = _scaled_input(run, values)
     if scaled:
         return scaled
+    nonzero = gelu.abs() > 1e-3
+    ratio = act[nonzero] / gelu[nonzero]
+    if torch.allclose(ratio, ratio[0].expand_as(ratio), atol=1e-5) and abs(ratio[0] - 1) > 1e-3:
+        return (
+            f"with identity weights your MLP returns {float(ratio[0]):.3g} x GELU(h): the activation "
+            "is right, but something scales the result; GELU(x W_1 + b_1) W_2 + b_2 has no scale "
+            "factor"
+        )
     shown = ", ".join(f"{a:.3g}" for a in act.tolist())
     want = ", ".join(f"{a:.3g}" for a in gelu.tolist())
     return (
