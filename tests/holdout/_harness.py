@@ -62,7 +62,10 @@ def classify(mistake: Mistake) -> tuple[str, str]:
             return "misleading", f"the check itself crashed: {exc!r}"
     if message is None:
         return "passed", ""
-    verdict = message.split(" [case ")[0].lower()  # the words must be in the verdict, not inputs
+    # The words must be in the verdict: not in the check's name in front of it, not in the inputs.
+    verdict = message.split(" [case ")[0]
+    prefix = f"{check.__name__}: "
+    verdict = (verdict[len(prefix) :] if verdict.startswith(prefix) else verdict).lower()
     if all(any(alt.lower() in verdict for alt in w.split("|")) for w in mistake.words):
         return "named", message
     return ("misleading" if named else "generic"), message

@@ -18,10 +18,12 @@ from tests.holdout._harness import Mistake, classify
 
 
 def load(notebooks: list[str] | None = None) -> list[Mistake]:
-    """Every mistake of the holdout modules ``nbNN`` (those named, or all)."""
+    """Every mistake of the holdout modules ``nbNN``/``nbNNb`` (those named: "07" is both, "07b" one)."""
     found = []
     for info in pkgutil.iter_modules(holdout.__path__):
-        if info.name.startswith("nb") and (not notebooks or info.name[2:4] in notebooks):
+        if info.name.startswith("nb") and (
+            not notebooks or {info.name[2:], info.name[2:4]} & set(notebooks)
+        ):
             found += importlib.import_module(f"tests.holdout.{info.name}").MISTAKES
     return found
 

@@ -200,6 +200,25 @@ def attention_mistakes(q, k, v, mask, widths: dict[str, tuple[float, str]]) -> l
                 softmax=True,
             ),
         ]
+        if mask.dim() == 1:  # a (S,) key mask used as a column hides queries, not keys
+            out.append(
+                Mistake(
+                    "your (S,) key mask is applied along the queries (e.g. mask[:, None]); a key "
+                    "mask must broadcast over the last axis of the (T, S) scores: use it as is "
+                    "(or mask[None, :])",
+                    lambda sm: attend(q, k, v, mask[:, None], sm),
+                    softmax=True,
+                )
+            )
+        elif mask.shape[-1] == mask.shape[-2] and mask.shape[-1] > 1:
+            out.append(
+                Mistake(
+                    "your mask is transposed: its rows are queries and its columns are keys "
+                    "(True = query t may attend to key s); do not transpose it",
+                    lambda sm: attend(q, k, v, mask.transpose(-2, -1), sm),
+                    softmax=True,
+                )
+            )
     return out
 
 

@@ -139,6 +139,17 @@ class ExpectMixin:
             hint = shape_hint(tuple(value.shape)) if shape_hint else None
             if hint is None and expected is not None:
                 hint = _diagnose.permuted(value.detach(), expected)
+            got = tuple(value.shape)
+            if hint is None and got[1:] == shape and got[:1] == (1,):
+                hint = (
+                    "yours has an extra leading dimension of size 1 (a batch dimension added with "
+                    "unsqueeze(0) or [None]): keep the input's leading dimensions as they are"
+                )
+            elif hint is None and shape[1:] == got and shape[:1] == (1,):
+                hint = (
+                    "the leading dimension of size 1 is missing (a squeeze() or [0] too many): "
+                    "keep the input's leading dimensions as they are"
+                )
             self.fail(
                 f"the {what} should have shape {shape}, but yours has shape {tuple(value.shape)}"
                 + (f": {hint}" if hint else "."),

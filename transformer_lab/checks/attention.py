@@ -69,6 +69,16 @@ def _cases(hidden: bool) -> list[Case]:
             ),
             ("an empty sequence", r(2, 3, 4), r(2, 3, 4), r(2, 3, 4), pad([3, 0], 3)[:, 0]),
         ]
+    g1 = generator(9203 if hidden else 203)  # its own draws: the cases above keep their inputs
+    key_mask = torch.tensor([True, False, True, True, False])  # (S,): keys 1 and 4 are hidden
+    specs += [
+        (
+            "a (S,) key mask, T != S",
+            *(torch.randn(n, 4, generator=g1) for n in (3, 5, 5)),
+            key_mask,
+        ),
+        ("a (S,) key mask, T = S", *(torch.randn(5, 4, generator=g1) for _ in range(3)), key_mask),
+    ]
     cases = []
     for name, q, k, v, mask in specs:
         kwargs = {} if mask is None else {"mask": mask}
@@ -80,6 +90,21 @@ def _cases(hidden: bool) -> list[Case]:
             case.data["variations"] = [("mask", {"mask": None})]
         cases.append(case)
     return cases
+
+
+def _mask_crash_hint(run: Runner, exc: BaseException, case: Case) -> str:
+    """Evidence for a crash in the mask handling: the same call without the mask runs."""
+    mask = case.data.get("mask")
+    if mask is None or not isinstance(exc, (RuntimeError, IndexError)):
+        return ""
+    _, error, calls = run.attempt(tuple(a.clone() for a in case.args), {})
+    if error is not None or calls:
+        return ""
+    return (
+        f"your function runs without the mask but fails with this {tuple(mask.shape)} mask: use "
+        f"the mask as it is, it broadcasts to the (..., T, S) scores (True = may attend): "
+        f"scores.masked_fill(~mask, float('-inf'))"
+    )
 
 
 def check_scaled_dot_product_attention(scaled_dot_product_attention, hidden: bool = False) -> None:
@@ -94,7 +119,10 @@ def check_scaled_dot_product_attention(scaled_dot_product_attention, hidden: boo
         scaled_dot_product_attention,
         attention_forbidden(),
         hidden,
-        lambda e, c: tensor_error_hint(e, "scaled_dot_product_attention(q, k, v, mask=None)"),
+        lambda e, c: (
+            _mask_crash_hint(run, e, c)
+            or tensor_error_hint(e, "scaled_dot_product_attention(q, k, v, mask=None)")
+        ),
         reference=_ref.scaled_dot_product_attention,
     )
     for case in _cases(hidden):

@@ -99,6 +99,15 @@ def check_pad_and_truncate(pad_and_truncate, hidden: bool = False) -> None:
                 hint = " Pad to the longest sequence after truncation, not to max_len."
             elif tuple(ids.shape) == (B, L_short):
                 hint = " You truncate to max_len - 1 tokens; keep max_len (s[:max_len])."
+            elif (
+                tuple(ids.shape)
+                == (B, max(len(s[: max_len + 1]) for s in seqs))
+                != (
+                    B,
+                    max(len(s) for s in seqs),
+                )
+            ):
+                hint = " You keep max_len + 1 tokens (one too many); keep max_len (s[:max_len])."
             elif tuple(ids.shape) == (B, max(len(s) for s in seqs)):
                 hint = (
                     " You pad to the longest sequence before truncation; L is the longest "

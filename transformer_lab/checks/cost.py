@@ -82,6 +82,16 @@ def _probe(run: Runner) -> dict | None:
     return counts
 
 
+def _constant_factor(counts: dict) -> float | None:
+    """The ratio of the student's count to the right one, if it is the same on every probe size
+    (up to the rounding of an integer division) and not 1."""
+    ratios = [c / (3 * T * C * D + 2 * T * T * D) for (T, C, D), c in counts.items()]
+    r = sum(ratios) / len(ratios)
+    if r <= 0 or abs(r - 1) < 0.05 or max(ratios) - min(ratios) > 0.01 * r:
+        return None
+    return r
+
+
 def _terms(counts: dict) -> str | None:
     """Read the student's count as a sum of monomials (exact on every probe size) and say which
     terms differ from 3*T*C*D + 2*T^2*D; None when it is no such sum."""
@@ -197,6 +207,14 @@ def check_self_attention_macs(self_attention_macs, hidden: bool = False) -> None
         terms = _terms(counts) if counts is not None else None
         if terms:
             run.fail(message + " " + terms, case)
+        factor = _constant_factor(counts) if counts is not None else None
+        if factor is not None:
+            run.fail(
+                message + f" On every size your count is about {factor:.3g} times the right one: "
+                f"a constant factor too many (each multiply-add counts once, and all 3*T*C*D + "
+                f"2*T^2*D of them count).",
+                case,
+            )
         if first_failure is None:
             first_failure = (message, case)
     if first_failure is not None:

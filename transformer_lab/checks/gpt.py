@@ -65,11 +65,18 @@ def check_next_token_batch(next_token_batch, hidden: bool = False) -> None:
         )
         global_rng = torch.get_rng_state()
         result = run.call(case)
-        x, y = _batch_pair(run, result, case, B, T)
+        x, y = _batch_pair(run, result, case, B, T, N)
         starts = where[x[:, 0]]  # (B,)
         windows = [data[s : s + T] for s in starts.tolist()]
         for b, (row, s) in enumerate(zip(x, starts.tolist())):
-            if s + T > N or not TRUSTED.equal(row, windows[b]):
+            if s == N - T and TRUSTED.equal(row, windows[b]):
+                run.fail(
+                    f"row {b} starts at len(data) - T = {s}, where the last input token has no "
+                    "next token: the starts must be below len(data) - T, "
+                    "torch.randint(len(data) - T, (B,), generator=generator).",
+                    case,
+                )
+            if s < 0 or s + T > N or not TRUSTED.equal(row, windows[b]):
                 run.fail(f"row {b} of x is not T = {T} consecutive tokens of data.", case)
         _check_targets(run, case, data, x, y, starts, T)
         if B >= 8 and N - T > 1 and bool((starts == starts[0]).all()):
@@ -109,7 +116,9 @@ def check_next_token_batch(next_token_batch, hidden: bool = False) -> None:
     run.passed()
 
 
-def _batch_pair(run: Runner, result, case: Case, B: int, T: int) -> tuple[Tensor, Tensor]:
+def _batch_pair(
+    run: Runner, result, case: Case, B: int, T: int, N: int | None = None
+) -> tuple[Tensor, Tensor]:
     __tracebackhide__ = True
     if result is None:
         run.fail("your function returned None: return the tuple (x, y).", case)
@@ -126,6 +135,12 @@ def _batch_pair(run: Runner, result, case: Case, B: int, T: int) -> tuple[Tensor
                 return "that is (T, B): stack the B windows as rows"
             if got == (B, T + 1):
                 return f"that is the whole window of T + 1 tokens: {name} holds T of them"
+            if N is not None and got == (N - T, T) and N - T < B:
+                return (
+                    f"only len(data) - T = {N - T} windows exist and yours returns one row per "
+                    "window: the B starts are drawn with replacement, "
+                    "torch.randint(len(data) - T, (B,), generator=generator), not as a permutation"
+                )
             return None
 
         if TRUSTED.is_tensor(value) and value.dtype != torch.long and tuple(value.shape) == (B, T):

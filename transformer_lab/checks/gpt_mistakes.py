@@ -7,12 +7,13 @@ Used by :mod:`~transformer_lab.checks.gpt_model`, which compares a student's log
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import torch
 from torch import Tensor, nn
 
-from transformer_lab.blocks import Block
+from transformer_lab.blocks import ACTIVATIONS, Block
 from transformer_lab.checks._core import Mistake
 from transformer_lab.masks import causal_mask
 
@@ -63,6 +64,7 @@ def _gpt_variant(
         "causal": causal_mask(T),
         "none": None,
         "strict": torch.ones(T, T, dtype=torch.bool).tril(-1),
+        "upper": torch.ones(T, T, dtype=torch.bool).triu(),
     }
     blocks = list(blocks if blocks is not None else ref.blocks)
     if chain == "none":  # the blocks' outputs never reach x
@@ -76,12 +78,16 @@ def _gpt_variant(
             h = out
         else:
             x = h = out
+        if chain == "norm_each":  # norm_f after every block
+            x = h = nn.functional.layer_norm(
+                x, (C,), ref.norm_f.weight, ref.norm_f.bias, ref.config.eps
+            )
     x = h
     if final_norm:
         x = nn.functional.layer_norm(
             x, (C,), ref.norm_f.weight, ref.norm_f.bias, norm_eps or ref.config.eps
         )
-    logits = ref.lm_head(x)
+    logits = x @ ref.tok_emb.weight.T if head == "embedding" else ref.lm_head(x)
     if head == "probs":
         return torch.softmax(logits, dim=-1)
     if head == "log_probs":
@@ -89,10 +95,71 @@ def _gpt_variant(
     return logits
 
 
+def _block_orders(ref, idx) -> list[Mistake]:
+    """The blocks run in another order (reversed, or any permutation of up to 4)."""
+    n = len(ref.blocks)
+    if n < 2 or n > 4:
+        return []
+    return [
+        Mistake(
+            "the blocks run in another order than self.blocks holds them: loop over "
+            "self.blocks in order (blocks[0] first), each taking the previous one's output",
+            lambda order=order: _gpt_variant(ref, idx, blocks=[ref.blocks[i] for i in order]),
+        )
+        for order in itertools.permutations(range(n))
+        if list(order) != list(range(n))
+    ]
+
+
 def gpt_mistakes(ref, idx, activation: str) -> list[Mistake]:
-    other = "gelu" if activation != "gelu" else "gelu_tanh"
+    others = [a for a in ACTIVATIONS if a != activation]
     eps = ref.config.eps
     return [
+        *(
+            Mistake(
+                f"the blocks use the activation '{other}': pass activation=config.activation "
+                f"('{activation}')",
+                lambda other=other: _gpt_variant(
+                    ref, idx, blocks=[_block_like(b, activation_=other) for b in ref.blocks]
+                ),
+            )
+            for other in others
+        ),
+        Mistake(
+            "the mask is upside down: True above the diagonal lets each token attend to the "
+            "FUTURE (keys s >= t); the causal mask is lower-triangular, True where s <= t "
+            "(torch.ones(T, T).tril(), or is_causal=True)",
+            lambda: _gpt_variant(ref, idx, mask="upper"),
+        ),
+        Mistake(
+            "norm_f is applied after every block: the pre-norm blocks normalise their own "
+            "inputs; apply norm_f once, after the last block, before the head",
+            lambda: _gpt_variant(ref, idx, chain="norm_each", final_norm=False),
+        ),
+        Mistake(
+            "norm_f is applied after every block: the pre-norm blocks normalise their own "
+            "inputs; apply norm_f once, after the last block, before the head",
+            lambda: _gpt_variant(ref, idx, chain="norm_each"),
+        ),
+        Mistake(
+            "the logits are computed with tok_emb.weight although config.tie_weights is False: "
+            "use the head, self.lm_head(norm_f(x)) (it has its own matrix when untied)",
+            lambda: (
+                _gpt_variant(ref, idx, head="embedding") if not ref.config.tie_weights else None
+            ),
+        ),
+        *_block_orders(ref, idx),
+        *(
+            Mistake(
+                f"the blocks have {h} heads, but config.n_heads is {ref.config.n_heads}: pass "
+                "n_heads=config.n_heads to Block (the weights' shapes do not show the heads)",
+                lambda h=h: _gpt_variant(
+                    ref, idx, blocks=[_block_like(b, n_heads=h) for b in ref.blocks]
+                ),
+            )
+            for h in (1, 2, 3, 4, 6, 8, 12, 16)
+            if h != ref.config.n_heads and ref.config.d_model % h == 0
+        ),
         Mistake(
             "the position embeddings are missing: x = tok_emb(idx) + pos_emb(positions 0..T-1)",
             lambda: _gpt_variant(ref, idx, positions="none"),
@@ -125,13 +192,6 @@ def gpt_mistakes(ref, idx, activation: str) -> list[Mistake]:
             "the blocks are post-norm: GPT-2 is pre-norm, Block(..., norm_first=True)",
             lambda: _gpt_variant(
                 ref, idx, blocks=[_block_like(b, norm_first=False) for b in ref.blocks]
-            ),
-        ),
-        Mistake(
-            f"the blocks use the activation '{other}': pass activation=config.activation "
-            f"('{activation}')",
-            lambda: _gpt_variant(
-                ref, idx, blocks=[_block_like(b, activation_=other) for b in ref.blocks]
             ),
         ),
         Mistake(

@@ -12,6 +12,8 @@ runs. :func:`random_gpt`, :func:`forbidden_gpt` and :func:`tuple_hint` serve the
 
 from __future__ import annotations
 
+import copy
+
 import torch
 from torch import nn
 
@@ -57,6 +59,11 @@ def tuple_hint(exc: BaseException) -> str:
     text = str(exc)
     if "tuple" in text:
         return "Block returns (x, weights): unpack it, x, _ = block(x, ...)"
+    if "cannot assign" in text and "list" in text and "child module" in text:
+        return (
+            "self.blocks must stay an nn.ModuleList: a plain Python list hides the blocks' "
+            "parameters from the model (parameters(), state_dict(), .to())"
+        )
     if "index out of range" in text or "out of bounds" in text:
         return (
             "an index past the end of a table: the positions run 0..T-1 (torch.arange(T)), and "
@@ -125,6 +132,13 @@ def _install(run: Runner, case: Case, model, ref, config) -> None:
             case,
         )
     pos = _param(run, case, model.pos_emb, "weight", (L, C), "pos_emb")
+    if isinstance(model.blocks, (list, tuple)):
+        run.fail(
+            f"blocks is a Python {type(model.blocks).__name__}: wrap it in nn.ModuleList, or "
+            "the blocks' parameters are not registered (model.parameters(), state_dict(), "
+            ".to() and the optimiser would miss them).",
+            case,
+        )
     blocks = (
         list(model.blocks)
         if isinstance(model.blocks, (nn.ModuleList, nn.Sequential, list, tuple))
@@ -263,10 +277,96 @@ def check_gpt_from_blocks(GPTFromBlocks, hidden: bool = False) -> None:
                 pass
             elif hasattr(value, "logits") or isinstance(value, (tuple, list)):
                 run.fail("forward should return the logits tensor (B, T, V) itself.", fcase)
-            out = run.expect_tensor(value, fcase, expected.shape, torch.float32, "logits")
+
+            def shape_hint(got: tuple, B=B, T=T, C=config.d_model) -> str | None:
+                if got == (B, T, C):
+                    return (
+                        "that is (B, T, d_model), the hidden states: apply the head, "
+                        "self.lm_head(self.norm_f(x)), to get one logit per vocabulary entry"
+                    )
+                return None
+
+            out = run.expect_tensor(
+                value, fcase, expected.shape, torch.float32, "logits", shape_hint
+            )
             if not run.close(out, expected, ATOL, RTOL):
                 message = run.diagnose(out, gpt_mistakes(ref, idx, config.activation), 1e-4, 1e-3)
                 if message is not None:
                     run.fail(message, fcase)
+                message = _leak_probe(forward, idx, out, config.vocab_size)
+                if message is not None:
+                    run.fail(message, fcase)
+                found = _ablation_probe(forward, model, ref, idx)
+                if found is not None:
+                    run.fail(found[0], fcase, named=found[1])
                 run.fail(run.mismatch(out, expected, "logits"), fcase, named=False)
     run.passed()
+
+
+def _leak_probe(forward: Runner, idx, out, V: int) -> str | None:
+    """Change token j and rerun: if an output row t < j moves, the future leaks into it."""
+    T = idx.shape[1]
+    for j in range(1, T):
+        changed = idx.clone()
+        changed[:, j] = (idx[:, j] + 1) % V
+        with torch.no_grad():
+            value, error, calls = forward.attempt((changed,), {})
+        if error is not None or calls or not TRUSTED.is_tensor(value) or value.shape != out.shape:
+            return None
+        if not TRUSTED.allclose(value[:, :j], out[:, :j], atol=1e-5, rtol=1e-4):
+            return (
+                f"the future leaks: changing token {j} changes the logits at earlier positions "
+                f"(< {j}). Position t may only see tokens 0..t: pass is_causal=True to every "
+                "block (or a lower-triangular mask, True = may attend)."
+            )
+    return None
+
+
+def _ablation_probe(forward: Runner, model, ref, idx) -> tuple[str, bool] | None:
+    """Localise the difference by switching parts off in both models: with the position tables
+    zeroed, agreement means the positions alone are used wrongly; with every block made an
+    identity (the projections that write into the residual stream zeroed), agreement means the
+    difference lies in how the blocks are run."""
+    saved = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    twin = copy.deepcopy(ref)
+    try:
+        with torch.no_grad():
+
+            def agree() -> bool | None:
+                value, error, calls = forward.attempt((idx,), {})
+                want = twin(idx).logits
+                if error is not None or calls or not TRUSTED.is_tensor(value):
+                    return None
+                if value.shape != want.shape:
+                    return None
+                return bool(TRUSTED.allclose(value, want, atol=1e-5, rtol=1e-4))
+
+            table, twin_table = model.pos_emb.weight.detach().clone(), twin.pos_emb.weight.clone()
+            model.pos_emb.weight.zero_()
+            twin.pos_emb.weight.zero_()
+            if agree():
+                return (
+                    "the position embeddings are used wrongly: with the position table zeroed "
+                    "your logits match the reference. Add the rows of positions 0..T-1, "
+                    "pos_emb(torch.arange(T)), to the token embeddings once, before the blocks.",
+                    True,
+                )
+            model.pos_emb.weight.copy_(table)
+            twin.pos_emb.weight.copy_(twin_table)
+            for block in [*model.blocks, *twin.blocks]:
+                for proj in (block.self_attn.out_proj, block.mlp.fc2):
+                    proj.weight.zero_()
+                    if proj.bias is not None:
+                        proj.bias.zero_()
+            if agree():
+                return (
+                    "with every block made an identity (attention and MLP outputs zeroed) your "
+                    "logits match the reference: look at how the blocks are run (mask, order, "
+                    "arguments, chaining: x, _ = block(x, is_causal=True), once per block).",
+                    False,
+                )
+    except Exception:  # noqa: BLE001 - a probe that cannot run proves nothing
+        return None
+    finally:
+        model.load_state_dict(saved)
+    return None

@@ -7,12 +7,14 @@ merge_heads(x)            (B, H, T, D) -> (B, T, H * D)
 
 from __future__ import annotations
 
+import re
+
 import torch
 from torch import Tensor
 
 from transformer_lab import heads as _ref
 from transformer_lab.checks._core import Case, Mistake, Runner, describe_args, generator
-from transformer_lab.checks._integrity import Forbidden
+from transformer_lab.checks._integrity import TRUSTED, Forbidden
 from transformer_lab.checks.softmax import signature_hint as _signature_hint
 
 __all__ = [
@@ -54,6 +56,16 @@ def _split_cases(hidden: bool) -> list[Case]:
     return cases
 
 
+def _split_error_hint(exc: BaseException, case: Case) -> str:
+    x, H = (case.args + (None, None))[:2]
+    if TRUSTED.is_tensor(x) and x.dim() == 3 and isinstance(H, int) and H > 0:
+        B, T, C = x.shape
+        hint = _foreign_size_hint(exc, {"B": B, "T": T, "C": C, "H": H, "D": C // H})
+        if hint:
+            return hint
+    return _signature_hint(exc, "split_heads(x, n_heads)")
+
+
 def check_split_heads(split_heads, hidden: bool = False) -> None:
     """Check ``split_heads(x, n_heads)``: (B, T, C) -> (B, H, T, D) with D = C / H."""
     __tracebackhide__ = True  # IPython hides this frame: students see their cell and the message
@@ -63,7 +75,7 @@ def check_split_heads(split_heads, hidden: bool = False) -> None:
         split_heads,
         forbidden,
         hidden,
-        lambda e, c: _signature_hint(e, "split_heads(x, n_heads)"),
+        lambda e, c: _split_error_hint(e, c),
     )
     for case in _split_cases(hidden):
         x, H, expected = case.data["x"], case.data["H"], case.data["expected"]
@@ -105,12 +117,34 @@ def _merge_hint(got: tuple, B: int, H: int, T: int, D: int) -> str:
     return "the result is (B, T, H * D)"
 
 
+def _foreign_size_hint(exc: BaseException, sizes: dict[str, int]) -> str:
+    """A reshape whose target holds a size that is none of this input's: hard-coded."""
+    found = re.search(r"shape '\[([-\d, ]+)\]' is invalid for input of size", str(exc))
+    if not found:
+        return ""
+    known = set(sizes.values()) | {-1, 1}
+    foreign = [int(n) for n in found.group(1).split(",") if int(n) not in known]
+    if not foreign:
+        return ""
+    have = ", ".join(f"{k}={v}" for k, v in sizes.items())
+    return (
+        f"your reshape asks for a size {foreign[0]} that is none of this input's sizes ({have}): "
+        f"a size hard-coded from the visible test? Read every size from x.shape (and n_heads)"
+    )
+
+
 def _merge_error_hint(exc: BaseException, case: Case) -> str:
     if "view size is not compatible" in str(exc):
         return (
             "after a transpose the tensor is not contiguous: use .reshape(...) (or "
             ".contiguous().view(...))"
         )
+    x = case.args[0] if case.args else None
+    if TRUSTED.is_tensor(x) and x.dim() == 4:
+        B, H, T, D = x.shape
+        hint = _foreign_size_hint(exc, {"B": B, "H": H, "T": T, "D": D, "H*D": H * D})
+        if hint:
+            return hint
     return _signature_hint(exc, "merge_heads(x)")
 
 

@@ -92,16 +92,39 @@ class _Recorder:
     def __init__(self, model) -> None:
         self.calls: list[tuple[int, int, int | None, int]] = []  # (block, T, cache id, cached)
         self.inputs: list[Tensor] = []  # what the first block received, call by call
+        self.caches: list[KVCache] = []
+        self.logits: list[Tensor] = []  # what lm_head returned, call by call
         self.handles = [
             block.register_forward_pre_hook(self._hook(i), with_kwargs=True)
             for i, block in enumerate(model.blocks)
         ]
+        self.handles.append(model.lm_head.register_forward_hook(self._head_hook))
+        self.io: list[tuple[int, Tensor, Tensor]] = []  # (block, input, output), first calls
+        self.handles += [
+            block.register_forward_hook(self._io_hook(i), with_kwargs=True)
+            for i, block in enumerate(model.blocks)
+        ]
+
+    def _io_hook(self, i: int):
+        def hook(module, args, kwargs, output):
+            x = args[0] if args else kwargs.get("x")
+            y = output[0] if isinstance(output, tuple) else output
+            if isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor) and len(self.io) < 16:
+                self.io.append((i, x.detach().clone(), y.detach().clone()))
+
+        return hook
+
+    def _head_hook(self, module, args, output) -> None:
+        if isinstance(output, torch.Tensor) and len(self.logits) < 64:
+            self.logits.append(output.detach().clone())
 
     def _hook(self, i: int):
         def hook(module, args, kwargs):
             x = args[0] if args else kwargs.get("x")
             cache = kwargs.get("cache", args[5] if len(args) > 5 else None)
             cached = cache.length if isinstance(cache, KVCache) else 0
+            if cache is not None:
+                self.caches.append(cache)  # held, so that no later cache can reuse its id
             self.calls.append((i, x.shape[1], None if cache is None else id(cache), cached))
             if i == 0 and isinstance(x, torch.Tensor) and len(self.inputs) < 64:
                 self.inputs.append(x.detach().clone())
@@ -163,6 +186,12 @@ def check_generate_greedy(generate_greedy, hidden: bool = False) -> None:
         def hint(got: tuple, B=B, T0=T0, n=n) -> str | None:
             if got == (B, n):
                 return "return the prompt followed by the new tokens, (B, T0 + max_new_tokens)"
+            if got[:1] == (B,) and len(got) == 2 and abs(got[1] - (T0 + n)) == 1:
+                what = "one token short" if got[1] < T0 + n else "one token too many"
+                return (
+                    f"{what}: append exactly max_new_tokens = {n} new tokens (the loop runs "
+                    "max_new_tokens times, one token each)"
+                )
             return None
 
         out = run.expect_tensor(value, case, expected.shape, torch.long, "token ids", hint)
@@ -201,6 +230,13 @@ def _diagnose_decoding(run, case, model, idx, n, out, expected, recorder, n_laye
                 if TRUSTED.equal(out, variant):
                     run.fail(message + ".", case)
             message = _input_evidence(model, idx, out, recorder.inputs)
+        if message is not None:
+            run.fail(message, case)
+        message = (
+            _structure_evidence(calls, n, n_layers)
+            or _chain_evidence(recorder.io, n_layers)
+            or _argmax_evidence(idx, out, recorder.logits, n)
+        )
         if message is not None:
             run.fail(message, case)
         if _random(run, case, out):
@@ -261,6 +297,12 @@ def _input_evidence(model, idx, out, inputs: list[Tensor]) -> str | None:
                     "the prompt gets no position embeddings: x = tok_emb(idx) + pos_emb(T0) "
                     "(positions 0 .. T0 - 1)."
                 )
+            for r in range(1, table.shape[0] - T0 + 1):
+                if TRUSTED.allclose(rest, table[r : r + T0].expand_as(rest), atol=1e-5):
+                    return (
+                        f"the prompt's positions start at {r}: the prompt fills positions "
+                        f"0 .. T0 - 1, x = tok_emb(idx) + pos_emb(T0)."
+                    )
         for step, x in enumerate(inputs[1:], start=1):
             L = T0 + step - 1  # index of the token fed at this step
             if x.shape[1] != 1 or L >= out.shape[1]:
@@ -302,3 +344,58 @@ def _random(run, case, out: Tensor) -> bool:
         and again.shape == out.shape
         and not TRUSTED.equal(again, out)
     )
+
+
+def _structure_evidence(calls, n: int, n_layers: int) -> str | None:
+    """What went through the blocks after the prompt, and with which caches."""
+    prompt_ids = {c[2] for c in calls[:n_layers] if c[2] is not None}
+    later = calls[n_layers:]
+    if n > 1 and calls and not later:
+        return (
+            "after the prompt, the new tokens never go through the blocks: each step, run the "
+            "newest token through every block (with its cache) before reading its logits."
+        )
+    if prompt_ids and later and all(c[2] is not None and c[2] not in prompt_ids for c in later):
+        if all(c[3] == 0 for c in later[:n_layers]):
+            return (
+                "after the prompt, the blocks get new, empty caches: the new tokens must attend "
+                "to the prompt's keys and values, so keep passing the caches the prompt filled."
+            )
+    return None
+
+
+def _argmax_evidence(idx, out, logits: list[Tensor], n: int) -> str | None:
+    """Is each appended token the argmax of the logits the student's own head computed?"""
+    if len(logits) != n:
+        return None  # lm_head not called once per step: nothing to line up
+    T0, B = idx.shape[1], idx.shape[0]
+    for step, z in enumerate(logits):
+        z = z[:, -1] if z.dim() == 3 else z
+        if z.dim() != 2 or z.shape[0] != B or T0 + step >= out.shape[1]:
+            return None
+        chosen, best = out[:, T0 + step], z.argmax(-1)
+        wrong = (chosen != best).nonzero()[:, 0].tolist()
+        if not wrong:
+            continue
+        if all(chosen[b] == best[0] for b in wrong) and 0 not in wrong:
+            return None  # row 0's token for every row: the per-row message says it
+        return (
+            f"at step {step} the appended token of sequence {wrong[0]} is not the argmax of the "
+            "logits your head computed: greedy decoding appends logits.argmax(dim=-1, "
+            "keepdim=True), with no sampling (no multinomial)."
+        )
+    return None
+
+
+def _chain_evidence(io: list[tuple[int, Tensor, Tensor]], n_layers: int) -> str | None:
+    """In the prompt pass, block i + 1 must read block i's output."""
+    first = io[:n_layers]
+    if [i for i, _, _ in first] != list(range(n_layers)):
+        return None
+    for (i, _, out), (j, x_next, _) in zip(first, first[1:]):
+        if out.shape == x_next.shape and not TRUSTED.allclose(out, x_next, atol=1e-6):
+            return (
+                f"block {j} does not read block {i}'s output: chain the blocks, "
+                "x, _ = block(x, is_causal=True, cache=cache), each taking the previous output."
+            )
+    return None

@@ -77,7 +77,7 @@ def check_causal_mask(causal_mask, hidden: bool = False) -> None:
             shape_hint=lambda got, T=T: (
                 "return the (T, T) mask itself; broadcasting adds the leading dimensions later"
                 if got[-2:] == (T, T)
-                else None
+                else _fixed_size_hint(run, got, T)
             ),
             expected=expected,
         )
@@ -85,6 +85,17 @@ def check_causal_mask(causal_mask, hidden: bool = False) -> None:
             case.data["axes"] = ("query", "key")
             run.explain(out, expected, case, _causal_mistakes(T), 0, 0, what="mask")
     run.passed()
+
+
+def _fixed_size_hint(run: Runner, got: tuple, T: int) -> str | None:
+    """The same shape for another T too: the size does not come from the argument."""
+    again, error, calls = run.attempt((T + 3,), {})
+    if error is None and not calls and torch.is_tensor(again) and tuple(again.shape) == got:
+        return (
+            f"your mask has shape {got} for T={T} and for T={T + 3} alike: a size hard-coded from "
+            f"the visible test? Build it from the argument T"
+        )
+    return None
 
 
 def _padding_cases(hidden: bool) -> list[Case]:
@@ -135,6 +146,11 @@ def check_padding_mask(padding_mask, hidden: bool = False) -> None:
                     "the course's padding masks are (B, 1, 1, S): one row per sequence, "
                     "broadcast over heads and queries"
                 )
+            if len(got) == 4 and got[0] == B and got[-2:] == (S, S) and S > 1:
+                return (
+                    "yours is one (S, S) mask per sequence, so it also hides the padded queries; "
+                    "a padding mask hides keys only: (B, 1, 1, S), broadcast over heads and queries"
+                )
             if len(got) == 4 and got[:3] == (B, 1, 1) and got[3] != S:
                 return (
                     f"your mask has {got[3]} columns: use the `S` argument (the padded length), "
@@ -155,6 +171,12 @@ def check_padding_mask(padding_mask, hidden: bool = False) -> None:
         out = run.expect_tensor(
             value, case, expected.shape, torch.bool, shape_hint=hint, expected=expected
         )
+        if not torch.equal(out, expected) and bool(out.all()):
+            run.fail(
+                "your mask is all True, so nothing is masked: the padding positions (position >= "
+                "length) must be False",
+                case,
+            )
         if not torch.equal(out, expected):
             pos = torch.arange(S)[None, :]
             ln = lengths[:, None]

@@ -7,6 +7,7 @@ multi_head_attention(x_q, x_kv, w_q, w_k, w_v, w_o, n_heads, mask=None) -> (out,
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import torch
@@ -85,6 +86,50 @@ def _mha(
     return (out @ wo if out_proj else out), weights
 
 
+def _mha_loop(x_q, x_kv, wq, wk, wv, wo, H, mask=None, *, head_mask="expand", own_channels=False):
+    """Multi-head attention one head at a time, with one deliberate mistake: ``head_mask="index"``
+    takes mask[:, h] without expanding the mask to (B, H, T, S); ``own_channels`` projects each
+    head from its own D input channels only (x[..., c] @ w[c, c])."""
+    B, T, C = x_q.shape
+    S, D = x_kv.shape[1], C // H
+    outs, ws = [], []
+    for h in range(H):
+        c = slice(h * D, (h + 1) * D)
+        if own_channels:
+            q, k, v = x_q[..., c] @ wq[c, c], x_kv[..., c] @ wk[c, c], x_kv[..., c] @ wv[c, c]
+        else:
+            q, k, v = x_q @ wq[:, c], x_kv @ wk[:, c], x_kv @ wv[:, c]
+        scores = q @ k.transpose(-2, -1) / math.sqrt(D)  # (B, T, S)
+        if mask is not None:
+            m = mask.expand(B, H, T, S)[:, h] if head_mask == "expand" else mask[:, h]
+            scores = scores.masked_fill(~m, float("-inf"))
+        w = torch.softmax(scores, dim=-1)
+        outs.append(w @ v)
+        ws.append(w)
+    return torch.cat(outs, dim=-1) @ wo, torch.stack(ws, dim=1)
+
+
+def _plus(result: tuple, x: Tensor) -> tuple:
+    return result[0] + x, result[1]
+
+
+def _mha_v_from(x_q, x_kv, wq, wk, wv, wo, H, mask, which: str):
+    """The keys (``which="k"``) or the values (``"v"``) computed from x_q (needs T = S)."""
+    if x_q.shape != x_kv.shape:
+        raise ValueError("only visible when T = S")
+    B, T, C = x_q.shape
+    D = C // H
+    sp = lambda t: t.view(B, T, H, D).transpose(1, 2)  # noqa: E731
+    q = sp(x_q @ wq)
+    k = sp((x_q if which == "k" else x_kv) @ wk)
+    v = sp((x_q if which == "v" else x_kv) @ wv)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(D)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    w = torch.softmax(scores, dim=-1)
+    return (w @ v).transpose(1, 2).reshape(B, T, C) @ wo, w
+
+
 def _mha_cases(hidden: bool) -> list[Case]:
     g = generator(9606 if hidden else 606)
     r = lambda *s: torch.randn(*s, generator=g) / (s[-1] ** 0.5 if len(s) == 2 else 1.0)  # noqa: E731
@@ -150,6 +195,90 @@ def _mha_forbidden() -> list[Forbidden]:
     ]
 
 
+def _lengths_hint(run: Runner, exc: BaseException, case: Case) -> str:
+    """Evidence that the crash comes from S != T: the same call with x_kv cut or tiled to T
+    positions runs."""
+    xq, xkv = case.args[0], case.args[1]
+    T, S = xq.shape[1], xkv.shape[1]
+    if T == S or case.kwargs.get("mask") is not None:
+        return ""
+    same = xkv[:, :T] if S > T else xkv.repeat(1, -(-T // S), 1)[:, :T]
+    args = (xq.clone(), same.clone(), *(a.clone() for a in case.args[2:6]), case.args[6])
+    _, error, calls = run.attempt(args, {})
+    if error is not None or calls:
+        return ""
+    return (
+        f"your function fails only when x_kv has another length than x_q (S={S}, T={T}): keys "
+        f"and values must both come from x_kv (S positions), queries from x_q (T positions)"
+    )
+
+
+def _fitted_scale(weights: Tensor, case: Case) -> float | None:
+    """The divisor s with weights = softmax(q k^T / s), read from the student's weights."""
+    xq, xkv, (wq, wk, _, _), H = case.args[0], case.args[1], case.args[2:6], case.args[6]
+    B, T, C = xq.shape
+    D, S = C // H, xkv.shape[1]
+    q = (xq @ wq).view(B, T, H, D).transpose(1, 2).double()
+    k = (xkv @ wk).view(B, S, H, D).transpose(1, 2).double()
+    raw = q @ k.transpose(-2, -1)  # (B, H, T, S)
+    w = weights.detach().double()
+    if w.shape != raw.shape or not torch.isfinite(w).all() or (w <= 0).any():
+        return None
+    lw = w.log() - w.log().mean(-1, keepdim=True)
+    rc = raw - raw.mean(-1, keepdim=True)
+    inv = (lw * rc).sum() / (rc * rc).sum()  # least squares: lw = rc / s
+    if inv <= 0 or not torch.allclose(lw, rc * inv, atol=1e-3):
+        return None
+    return float(1 / inv)
+
+
+def _scale_observation(weights: Tensor, case: Case) -> str:
+    C, H = case.args[0].shape[-1], case.args[6]
+    s = _fitted_scale(weights, case)
+    got = f"by {s:.4g}" if s is not None else "by another number"
+    return (
+        f"the scaling is wrong: with C={C}, H={H} your scores are divided {got} instead of "
+        f"sqrt(D) = {math.sqrt(C // H):.4g} (D = C / H = {C // H}, the head width)"
+    )
+
+
+def _scale_confirmed(run: Runner, case: Case, known: str, hidden: bool) -> bool:
+    """The scale mistake ``known`` also explains the student's weights on a case with other
+    C and H (a scale name built on sizes that coincide here is no evidence)."""
+    C, H = case.args[0].shape[-1], case.args[6]
+    for other in _mha_cases(hidden):
+        oC, oH = other.args[0].shape[-1], other.args[6]
+        if other.kwargs or (oC, oH) == (C, H) or oH == 1:
+            continue
+        value, error, calls = run.attempt(tuple(other.args), {})
+        if error is not None or calls or not isinstance(value, tuple) or len(value) != 2:
+            return False
+        got_w = value[1]
+        if not torch.is_tensor(got_w) or got_w.shape != other.data["expected"][1].shape:
+            return False
+        xq, xkv, (wq, wk, wv, wo) = other.data["xq"], other.data["xkv"], other.data["w"]
+        scales = {
+            "sqrt(C)": "C",
+            "sqrt(H)": "H",
+            "missing": "none",
+        }
+        for marker, scale in scales.items():
+            if marker in known:
+                want = _mha(xq, xkv, wq, wk, wv, wo, oH, None, scale=scale)[1]
+                return bool(torch.allclose(got_w.detach().double(), want.double(), atol=ATOL))
+        return True  # a scale message this confirmation does not know: keep it
+    return True
+
+
+def _mha_heads_order(x_q, x_kv, wq, wk, wv, wo, H, mask, perm):
+    """The heads concatenated in the order ``perm`` (a mistake unless it is the identity)."""
+    out, w = _mha(x_q, x_kv, wq, wk, wv, wo, H, mask, out_proj=False)  # (B, T, C)
+    B, T, C = out.shape
+    D = C // H
+    heads = out.view(B, T, H, D)[:, :, list(perm)]
+    return heads.reshape(B, T, C) @ wo, w
+
+
 def check_multi_head_attention(multi_head_attention, hidden: bool = False) -> None:
     """Check ``multi_head_attention(x_q, x_kv, w_q, w_k, w_v, w_o, n_heads, mask=None)``.
 
@@ -162,8 +291,11 @@ def check_multi_head_attention(multi_head_attention, hidden: bool = False) -> No
         multi_head_attention,
         _mha_forbidden(),
         hidden,
-        lambda e, c: _signature_hint(
-            e, "multi_head_attention(x_q, x_kv, w_q, w_k, w_v, w_o, n_heads, mask=None)"
+        lambda e, c: (
+            _lengths_hint(run, e, c)
+            or _signature_hint(
+                e, "multi_head_attention(x_q, x_kv, w_q, w_k, w_v, w_o, n_heads, mask=None)"
+            )
         ),
     )
     for case in _mha_cases(hidden):
@@ -264,6 +396,51 @@ def check_multi_head_attention(multi_head_attention, hidden: bool = False) -> No
                 wo_first_block=True,
             ),
         ]
+        mistakes += [
+            Mistake(
+                "the values come from x_q: keys and values must both come from x_kv (the second "
+                "argument), queries from x_q",
+                lambda: _mha_v_from(xq, xkv, wq, wk, wv, wo, H, mask, "v"),
+            ),
+            Mistake(
+                "the keys come from x_q: keys and values must both come from x_kv (the second "
+                "argument), queries from x_q",
+                lambda: _mha_v_from(xq, xkv, wq, wk, wv, wo, H, mask, "k"),
+            ),
+            Mistake(
+                "your output is the right one plus x_q: the residual connection (x + attention) "
+                "belongs to the block around attention; return merged_heads @ w_o only",
+                lambda: _plus(_mha(xq, xkv, wq, wk, wv, wo, H, mask), xq),
+            ),
+            Mistake(
+                "each head projects only its own D input channels (x[..., cols] @ w_q[cols, cols]): "
+                "every head sees all C input channels; project first (x @ w_q), then give head h "
+                "the columns h*D .. (h+1)*D - 1",
+                lambda: _mha_loop(xq, xkv, wq, wk, wv, wo, H, mask, own_channels=True),
+            ),
+        ]
+        if 1 < H <= 4:
+            for perm in itertools.permutations(range(H)):
+                if list(perm) != list(range(H)):
+                    mistakes.append(
+                        Mistake(
+                            f"the heads are concatenated in the wrong order (yours: heads "
+                            f"{', '.join(map(str, perm))}): head h's output goes to channels "
+                            f"h*D .. (h+1)*D - 1, in order, before w_o",
+                            lambda perm=perm: _mha_heads_order(
+                                xq, xkv, wq, wk, wv, wo, H, mask, perm
+                            ),
+                        )
+                    )
+        if mask is not None and (mask.dim() < 4 or mask.shape[1] == 1):
+            mistakes.append(
+                Mistake(
+                    "in your loop over heads the mask is indexed per head (mask[:, h]) but it has "
+                    f"no head axis (shape {tuple(mask.shape)}): expand it first, "
+                    "mask.expand(B, H, T, S)[:, h], or let it broadcast",
+                    lambda: _mha_loop(xq, xkv, wq, wk, wv, wo, H, mask, head_mask="index"),
+                )
+            )
         # one weight in another's role (or transposed): name the role and the weight
         given = {"w_q": wq, "w_k": wk, "w_v": wv, "w_o": wo}
         role_text = {"w_q": "queries", "w_k": "keys", "w_v": "values", "w_o": "output projection"}
@@ -288,6 +465,10 @@ def check_multi_head_attention(multi_head_attention, hidden: bool = False) -> No
                 )
         if not run.close(weights, exp_w, ATOL, RTOL):
             run.outputs = (weights, exp_w)
+            known = run.diagnose(weights, mistakes, ATOL, RTOL, pick=lambda r: r[1], expected=exp_w)
+            if known is not None and "scal" in known:  # sizes may coincide: confirm on other (C, H)
+                if not _scale_confirmed(run, case, known, hidden):
+                    run.fail(_scale_observation(weights, case), case, named=False)
             run.explain(
                 weights,
                 exp_w,

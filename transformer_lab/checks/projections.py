@@ -66,7 +66,54 @@ def _projection_mistakes(xq, xkv, wq, wk, wv, mask, kv_name: str) -> list[Mistak
             A(lambda: (xq @ wq, xq @ wk, xq @ wv), None),
             softmax=True,
         ),
+    ] + _role_mistakes(xq, xkv, wq, wk, wv, A, kv_name)
+
+
+def _role_mistakes(xq, xkv, wq, wk, wv, A, kv_name: str) -> list[Mistake]:
+    """One projection built with another role's weight or input (queries with w_k, values
+    from x_q, ...): each role is tried with every other weight and source."""
+    weights = {"w_q": wq, "w_k": wk, "w_v": wv}
+    roles = [
+        ("queries", "Q", "w_q", "x_q"),
+        ("keys", "K", "w_k", kv_name),
+        ("values", "V", "w_v", kv_name),
     ]
+    rule = (
+        f"Q = x_q @ w_q, K = {kv_name} @ w_k, V = {kv_name} @ w_v"
+        if xq is not xkv
+        else ("Q = x @ w_q, K = x @ w_k, V = x @ w_v")
+    )
+    out = []
+    for i, (role, _, own, _) in enumerate(roles):
+        for name, w in weights.items():
+            if name == own:
+                continue
+
+            def make(i=i, w=w):
+                qkv = [xq @ wq, xkv @ wk, xkv @ wv]
+                qkv[i] = (xq if i == 0 else xkv) @ w
+                return tuple(qkv)
+
+            out.append(
+                Mistake(f"the {role} use {name} instead of {own}: {rule}", A(make), softmax=True)
+            )
+    if xq is not xkv:
+        for i, (role, _, _, src) in enumerate(roles):
+
+            def swap(i=i):
+                qkv = [xq @ wq, xkv @ wk, xkv @ wv]
+                qkv[i] = (xkv if i == 0 else xq) @ (wq, wk, wv)[i]
+                return tuple(qkv)
+
+            wrong_src = kv_name if i == 0 else "x_q"
+            out.append(
+                Mistake(
+                    f"the {role} come from {wrong_src} instead of {src}: {rule}",
+                    A(swap),
+                    softmax=True,
+                )
+            )
+    return out
 
 
 def _check(run: Runner, case: Case, xq, xkv, wq, wk, wv, mask, kv_name: str) -> None:
@@ -217,6 +264,24 @@ def _widths_are_inputs(exc: BaseException, case: Case) -> bool:
     return widths is not None and widths[0] in (case.args[0].shape[-1], case.args[1].shape[-1])
 
 
+def _key_width_hint(exc: BaseException, case: Case) -> str:
+    """q and k of different widths, one of them the values' width: a weight in another role."""
+    import re
+
+    found = re.search(r"q has D=(\d+) and k has D=(\d+)", str(exc))
+    if not found or len(case.args) < 5:
+        return ""
+    D, Dv = case.args[3].shape[-1], case.args[4].shape[-1]
+    dq, dk = int(found.group(1)), int(found.group(2))
+    if D == Dv or {dq, dk} != {D, Dv}:
+        return ""
+    role = "keys" if dk == Dv else "queries"
+    return (
+        f"your {role} have the values' width Dv={Dv}: they use w_v; Q = x_q @ w_q and K = x_kv @ "
+        f"w_k share the width D={D}, only V = x_kv @ w_v has width Dv"
+    )
+
+
 def check_cross_attention(cross_attention, hidden: bool = False) -> None:
     """Check ``cross_attention(x_q, x_kv, w_q, w_k, w_v, mask=None) -> (out, weights)``.
 
@@ -233,7 +298,8 @@ def check_cross_attention(cross_attention, hidden: bool = False) -> None:
             "the projections are Q = x_q @ w_q, K = x_kv @ w_k, V = x_kv @ w_v (row vectors, "
             "each w of shape (C_in, D))"
             if "mat1 and mat2" in str(e) and _widths_are_inputs(e, c)
-            else tensor_error_hint(e, "cross_attention(x_q, x_kv, w_q, w_k, w_v, mask=None)")
+            else _key_width_hint(e, c)
+            or tensor_error_hint(e, "cross_attention(x_q, x_kv, w_q, w_k, w_v, mask=None)")
         ),
         reference=lambda xq, xkv, wq, wk, wv, mask=None: _ref.scaled_dot_product_attention(
             xq @ wq, xkv @ wk, xkv @ wv, mask

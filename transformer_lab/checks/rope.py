@@ -6,6 +6,8 @@ apply_rope(x, base=10000.0) -> x's shape and dtype (..., T, D): the pair (2i, 2i
 
 from __future__ import annotations
 
+import re
+
 import torch
 from torch import Tensor
 
@@ -140,6 +142,13 @@ def _rotation_evidence(x: Tensor, got: Tensor, base: float) -> str | None:
             "cos and sin are swapped: x'_2i = x_2i cos - x_2i+1 sin and x'_2i+1 = x_2i sin + "
             "x_2i+1 cos, with cos and sin of t * theta_i"
         )
+    for m in (2.0, 0.5, 3.0):  # every angle the same multiple of t * theta_i
+        if T > 2 and fits(m * t * theta):
+            return (
+                f"your angles are {m:g} times t * theta_i (every pair, every row): the row at "
+                f"position t must turn each pair once, by t * theta_i; check the positions, the "
+                f"frequencies and a rotation applied twice (the same output either way)"
+            )
     if T > 2 and fits(t * angle[1:2]) and fits(t * angle[1:2]):
         mine = ", ".join(f"{v:.3g}" for v in angle[1, :4].tolist())
         want = ", ".join(f"{v:.3g}" for v in theta[:4].tolist())
@@ -158,6 +167,16 @@ def _error_hint(exc: BaseException, case: Case) -> str:
             "x may have any number of leading dimensions, (..., T, D): read T and D with "
             "x.shape[-2] and x.shape[-1]"
         )
+    sizes = re.search(r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\)", text)
+    x = case.args[0] if case.args else None
+    if sizes and isinstance(x, Tensor) and x.dim() >= 2:
+        T, half = x.shape[-2], x.shape[-1] // 2
+        if {int(sizes.group(1)), int(sizes.group(2))} == {T, half} and T != half:
+            return (
+                f"a (T, D/2) = ({T}, {half}) table meets one laid out ({half}, {T}): build the "
+                f"angles as (T, D/2), positions down the rows and pairs across, "
+                f"t[:, None] * theta[None, :], so they broadcast with x[..., 0::2]"
+            )
     return _signature_hint(exc, "apply_rope(x, base=10000.0)")
 
 

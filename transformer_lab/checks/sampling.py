@@ -37,10 +37,13 @@ def reference_filter_logits(
 
 # ---------------------------------------------------------------------------------------------
 # the usual mistakes, each as a function of (logits, temperature, top_k, top_p)
-def _top_k(z: Tensor, k, ties: bool = True, off_by_one: bool = False) -> Tensor:
+def _top_k(z: Tensor, k, ties: bool = True, off_by_one: bool = False, smallest=False) -> Tensor:
     if not k:
         return z
     k = min(k, z.shape[-1])
+    if smallest:  # sorted ascending: the k-th SMALLEST logit as the threshold
+        kth = torch.sort(z, dim=-1).values[..., k - 1 : k]
+        return z.masked_fill(z < kth, NEG_INF)
     values, idx = torch.topk(z, k, dim=-1)
     if not ties:  # exactly k survive: ties with the k-th are dropped
         keep = torch.zeros_like(z, dtype=torch.bool).scatter(-1, idx, True)
@@ -60,6 +63,9 @@ def _top_p(
     if p is None or p >= 1.0 and rule != "no_skip":
         return z
     source = z if probs_from is None else probs_from
+    if scatter == "unsorted":  # the running total in vocabulary order, nothing sorted
+        probs = torch.softmax(source, dim=-1)
+        return z.masked_fill(probs.cumsum(-1) - probs >= p, NEG_INF)
     sorted_src, order = torch.sort(source, dim=-1, descending=True)
     if probs_as == "logits":  # the running total of the logits themselves
         probs = sorted_src
@@ -144,6 +150,17 @@ def _mistakes(z: Tensor, t: float, k, p) -> list[tuple[str, Tensor]]:
             "nucleus: skip top-p when top_p >= 1",
             _top_p(_top_k(zt, k), p, rule="no_skip"),
         ),
+        (
+            "top-k keeps the tokens above the k-th SMALLEST logit (an ascending sort): the "
+            "threshold is the k-th largest, torch.topk(z, k).values[..., -1:] or a descending sort",
+            _top_p(_top_k(zt, k, smallest=True), p),
+        ),
+        (
+            "top-p accumulates the probabilities in vocabulary order: sort them in descending "
+            "order first (torch.sort(..., descending=True)), take the cumulative sum there, then "
+            "map the mask back to token ids with mask.scatter(-1, order, mask)",
+            _top_p(_top_k(zt, k), p, scatter="unsorted"),
+        ),
     ]
 
 
@@ -167,18 +184,55 @@ def _survivor_evidence(z, t, k, p, out, kept, want) -> str | None:
                 f"top-k keeps k + 1 = {k + 1} tokens per row, one too many: the threshold is the "
                 "k-th largest logit, torch.topk(z, k).values[..., -1:], not the (k+1)-th."
             )
-    if TRUSTED.equal(n_mine, n_want) and not TRUSTED.equal(kept, want):
-        # the same number per row: are the survivors the most likely tokens of their row?
+    if not TRUSTED.equal(kept, want):
+        # are the survivors the most likely tokens of their row?
         lowest_kept = torch.where(kept, z / t, torch.full_like(z, float("inf"))).amin(-1, True)
-        beaten = (~kept & (z / t > lowest_kept)).any()
-        if bool(beaten):
+        beaten = ~kept & (z / t > lowest_kept)  # removed, yet above a kept token of its row
+        if bool(beaten.any()):
+            where = tuple(beaten.nonzero()[0].tolist())
+            same = "as many tokens as the reference, but " if TRUSTED.equal(n_mine, n_want) else ""
             return (
-                "each row keeps as many tokens as the reference, but not the most likely ones "
-                "(a removed token beats a kept one): check the sort direction (descending), and "
-                "map a mask made in sorted order back to token ids with mask.scatter(-1, order, "
-                "mask)."
+                f"each row keeps {same}not the most likely tokens: token {where} was removed "
+                "although a less likely token of its row survives. Both filters keep the top of "
+                "each row sorted in descending order; map a mask made in sorted order back to "
+                "token ids with mask.scatter(-1, order, mask)."
             )
+        if k and (p is None or p >= 1.0) and k < z.shape[-1]:
+            V = z.shape[-1]
+            if bool((n_mine == V - k + 1).all()) and V - k + 1 != k:
+                return (
+                    f"top-k keeps V - k + 1 = {V - k + 1} tokens per row: the threshold is the "
+                    "k-th SMALLEST logit (an ascending sort); take the k-th largest, "
+                    "torch.topk(z, k).values[..., -1:] or a descending sort."
+                )
     return None
+
+
+def _shared_threshold(zt: Tensor, kept: Tensor, want: Tensor) -> str | None:
+    """One cut-off for the whole batch: every survivor, in every row, is above every removed
+    token, while the reference's survivors are not (each row has its own threshold)."""
+    rows_kept, rows_want = kept.reshape(-1, kept.shape[-1]), want.reshape(-1, want.shape[-1])
+    if rows_kept.shape[0] < 2 or bool(kept.all()) or not bool(kept.any()):
+        return None
+    finite = TRUSTED.isfinite(zt)
+
+    def one_cut(keep: Tensor) -> bool:
+        removed = ~keep & finite
+        if not bool(keep.any()) or not bool(removed.any()):
+            return True
+        return bool(zt[removed].max() < zt[keep].min())
+
+    if not one_cut(kept) or one_cut(want):  # no evidence if the reference fits one cut too
+        return None
+    per_row = rows_kept.sum(-1)
+    if bool((per_row == per_row[0]).all()) and TRUSTED.equal(per_row, rows_want.sum(-1)):
+        return None
+    return (
+        "one threshold is used for every row: the survivors of all rows lie above a single "
+        "cut-off, so some rows keep too many tokens and others too few. Compute the threshold "
+        "per row, along the last dimension (e.g. torch.topk(z, k, dim=-1).values[..., -1:], "
+        "which keeps one value per row)."
+    )
 
 
 def _same_distribution(a: Tensor, b: Tensor) -> bool:
@@ -300,7 +354,7 @@ def check_filter_logits(filter_logits, hidden: bool = False) -> None:
                 "tokens survive: skip top-k when top_k is 0 (`if top_k:`).",
                 case,
             )
-        if not bool(kept.any(-1).all()):
+        if not bool(kept.any(-1).all()) and _shared_threshold(z / t, kept, want) is None:
             run.fail(  # an observation: it says what is wrong, not which step caused it
                 "a row has no token left: the most likely token must always survive.",
                 case,
@@ -309,7 +363,9 @@ def check_filter_logits(filter_logits, hidden: bool = False) -> None:
         for message, variant in _mistakes(z, t, k, p):
             if _same_distribution(out, variant):
                 run.fail(message + ".", case)
-        message = _survivor_evidence(z, t, k, p, out, kept, want)
+        message = _shared_threshold(z / t, kept, want) or _survivor_evidence(
+            z, t, k, p, out, kept, want
+        )
         if message is not None:
             run.fail(message, case)
         missing = (want & ~kept).nonzero()
@@ -326,6 +382,15 @@ def check_filter_logits(filter_logits, hidden: bool = False) -> None:
                 case,
                 named=False,
             )
+        for scale, what in ((1.0, "not divided by the temperature"),
+                            (1.0 / (t * t), "divided by the temperature twice"),
+                            (t, "multiplied by the temperature")):  # fmt: skip
+            if t != 1.0 and _same_distribution(out, (z * scale).masked_fill(~want, NEG_INF)):
+                run.fail(
+                    f"the right tokens survive, but the logits you return are {what}: return "
+                    "logits / temperature (filtered), once.",
+                    case,
+                )
         run.fail(
             "the right tokens survive, but their logits are not logits / temperature "
             "(the renormalised probabilities differ).",

@@ -7,6 +7,7 @@ offset_dot_product(k, d_model, base=10000.0) -> float32 of k's shape, p_t . p_(t
 from __future__ import annotations
 
 import torch
+from torch import Tensor
 
 from transformer_lab import positional as _ref
 from transformer_lab.checks._core import Case, Mistake, Runner, describe_args
@@ -108,7 +109,33 @@ def _block_evidence(m, expected) -> str | None:
             "the two sin entries of each block have the same sign: the block is a rotation, "
             "[[cos, -sin], [sin, cos]] (one sign minus, one plus)"
         )
-    return None  # fmt: skip
+    return _angle_evidence(tl, tr, bl, br, cos, sin)  # fmt: skip
+
+
+def _angle_evidence(tl, tr, bl, br, cos, sin) -> str | None:
+    """Blocks that are rotations by the wrong angles: pairs left unrotated, or other angles."""
+    close = lambda u, v: torch.allclose(u, v, atol=1e-5)  # noqa: E731
+    if not (close(tl, br) and close(tr, -bl) and close(tl**2 + bl**2, torch.ones_like(tl))):
+        return None  # not every block is a rotation: no angle to read
+    right = ((tl - cos).abs() < 1e-5) & ((bl - sin).abs() < 1e-5)
+    if right.all():
+        return None
+    identity = ((tl - 1).abs() < 1e-5) & (bl.abs() < 1e-5)
+    wrong = (~right).nonzero().flatten().tolist()
+    shown = ", ".join(str(i) for i in wrong[:6]) + (", ..." if len(wrong) > 6 else "")
+    if right.any() and identity[~right].all():
+        return (
+            f"the pairs {shown} are not rotated (identity blocks) while the others are right: "
+            f"every one of the C/2 pairs gets its own rotation by k theta_i (loop over all pairs)"
+        )
+    mine = torch.atan2(bl, tl)
+    want = torch.atan2(sin, cos)
+    return (
+        f"each block is a rotation, but pairs {shown} turn by the wrong angle (pair {wrong[0]}: "
+        f"{mine[wrong[0]].item():.4g} rad instead of k theta_{wrong[0]} = "
+        f"{want[wrong[0]].item():.4g}, modulo 2 pi): check the frequencies theta_i = "
+        f"base^(-2i/C), with i the pair index counted from 0"
+    )
 
 
 def check_shift_matrix(shift_matrix, hidden: bool = False) -> None:
@@ -286,5 +313,31 @@ def check_offset_dot_product(offset_dot_product, hidden: bool = False) -> None:
                         f"term per pair (C/2 of them)",
                         case,
                     )
+            found = _offset_evidence(got, expected, k, C, base)
+            if found is not None:
+                run.fail(found, case, named=False)
             run.explain(got, expected, case, (), 1e-4, 1e-5)
     run.passed()
+
+
+def _offset_evidence(got: Tensor, expected: Tensor, k: Tensor, C: int, base: float) -> str | None:
+    """Observations that point at one cause: right only for k >= 0, or the value of another
+    offset (the angles scaled by a factor)."""
+    a = got.detach().double()
+    if a.shape != expected.shape or not torch.isfinite(a).all():
+        return None
+    ok = (a - expected.double()).abs() <= 1e-4 + 1e-5 * expected.double().abs()
+    neg = k < 0
+    if neg.any() and ok[~neg].all() and not ok[neg].all():
+        return (
+            "right for the offsets k >= 0 but not for the negative ones: p_t . p_(t+k) = "
+            "sum_i cos(k theta_i) holds for every k (cos is even); compute it from k with the "
+            "formula (a negative index into a table counts from its end)"
+        )
+    for m in (2.0, 0.5, 4.0):
+        if torch.allclose(a, _offset(k * m, C, base).double(), atol=1e-4) and not ok.all():
+            return (
+                f"your value at offset k is the true value at offset {m:g} k: your angles are "
+                f"{m:g} times k theta_i; each term is cos(k theta_i) with theta_i = base^(-2i/C)"
+            )
+    return None

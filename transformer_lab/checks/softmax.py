@@ -59,6 +59,7 @@ def _cases(hidden: bool) -> list[Case]:
         Case("-inf entries (masked scores)", (with_inf,), {"dim": -1}),
         Case("float64 input", (r(3, 4).double(),), {"dim": -1}),
         Case("an all -inf row (nothing to attend to)", (empty_row,), {"dim": -1}),
+        Case("a matrix, default dim", (r(3, 4),), {}),  # the default must be the last dim
     ]
     if hidden:
         all_inf_col = r(4, 3)
@@ -81,7 +82,7 @@ def _cases(hidden: bool) -> list[Case]:
     return cases
 
 
-def _mistakes(x: Tensor, dim: int) -> list[Mistake]:
+def _mistakes(x: Tensor, dim: int, default: bool = False) -> list[Mistake]:
     ndim, d = x.dim(), dim % max(x.dim(), 1)
     safe_max = lambda t: torch.where(torch.isfinite(t), t, torch.zeros_like(t))  # noqa: E731
     m = safe_max(x.amax(dim, keepdim=True))
@@ -90,7 +91,12 @@ def _mistakes(x: Tensor, dim: int) -> list[Mistake]:
     for other in range(ndim):
         if other == d:
             continue
-        if other == ndim - 1:
+        if default:
+            msg = (
+                f"called without `dim`, your softmax normalises dimension {other}: the default "
+                f"must be dim=-1 (the last dimension), as in `def softmax(x, dim=-1)`"
+            )
+        elif other == ndim - 1:
             msg = (
                 f"your softmax ignores the `dim` argument and always normalises the last "
                 f"dimension; the slices along dim={dim} must sum to 1 (use `dim` in max, exp-sum "
@@ -214,6 +220,27 @@ def _slice_evidence(out: Tensor, x: Tensor, expected: Tensor, dim: int) -> str |
     )
 
 
+def _large_score_evidence(out: Tensor, x: Tensor, expected: Tensor, dim: int) -> str | None:
+    """Wrong only on the slices holding scores large enough for exp() to overflow (|x| > 80):
+    the stabilisation is not the per-slice maximum (another shift, a clamp)."""
+    if out.shape != x.shape:
+        return None
+    a, e = out.double(), expected.double()
+    bad = ~((a - e).abs() <= ATOL + RTOL * e.abs())  # NaN counts as bad
+    if not bad.any():
+        return None
+    finite_x = torch.where(torch.isfinite(x), x.abs(), torch.zeros_like(x)).double()
+    large = (finite_x.amax(dim, keepdim=True) > 80).expand_as(a)
+    if (bad & ~large).any():
+        return None
+    state = "NaN or inf" if not torch.isfinite(a[bad]).all() else "wrong values"
+    return (
+        f"right on ordinary scores, but {state} on the slices with scores above 80, where exp() "
+        f"overflows: shift each slice by its maximum, x - x.amax(dim, keepdim=True) (it cancels "
+        f"exactly); another shift or a clamp of the scores changes the result or still overflows"
+    )
+
+
 def _error_hint(exc: BaseException, case: Case) -> str:
     text = str(exc)
     if "must match the size" in text or "broadcast" in text:
@@ -258,11 +285,13 @@ def check_softmax(softmax, hidden: bool = False) -> None:
                 f"(torch.where(torch.isfinite(m), m, 0)) and avoid dividing 0 by 0",
                 case,
             )
-        mistakes = _mistakes(x, dim)
+        mistakes = _mistakes(x, dim, default="dim" not in case.kwargs and x.dim() > 1)
         known = run.diagnose(out, mistakes, ATOL, RTOL, expected=expected)
         if known is not None:
             run.fail(known, case)
-        found = None
+        found = _large_score_evidence(out.detach(), x, expected, dim)
+        if found is not None:
+            run.fail(found, case)
         if out.shape == x.shape and x.numel() > 1:
             try:
                 found = _slice_evidence(out.detach(), x, expected, dim)

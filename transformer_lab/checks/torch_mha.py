@@ -119,8 +119,35 @@ def check_to_torch_mha(to_torch_mha, hidden: bool = False) -> None:
             )
         if module.training:
             run.fail("call .eval() on the module before returning it.", case)
-        with torch.no_grad():
-            got, got_w = module(x, x, x, need_weights=True, average_attn_weights=False)
+        extras = [
+            n for n in ("in_proj_bias", "bias_k", "bias_v") if getattr(module, n, None) is not None
+        ]
+        if module.out_proj.bias is not None:
+            extras.append("out_proj.bias")
+        if extras:
+            run.fail(
+                f"your module has biases ({', '.join(extras)}): the course's attention has none; "
+                f"create it with bias=False (and without add_bias_kv).",
+                case,
+            )
+        for pname, param, shape in (
+            ("in_proj_weight", module.in_proj_weight, (3 * C, C)),
+            ("out_proj.weight", module.out_proj.weight, (C, C)),
+        ):
+            if param is not None and tuple(param.shape) != shape:
+                run.fail(
+                    f"{pname} has shape {tuple(param.shape)}, but the module needs {shape}: "
+                    f"PyTorch stores (out, in), so in_proj_weight is torch.cat([w_q.T, w_k.T, "
+                    f"w_v.T], dim=0) and out_proj.weight is w_o.T (copy them in place).",
+                    case,
+                )
+        try:
+            with torch.no_grad():
+                got, got_w = module(x, x, x, need_weights=True, average_attn_weights=False)
+        except Exception as exc:  # a module the student broke: say so instead of crashing
+            run.fail(
+                f"your module raised {type(exc).__name__} when called: {exc}", case, named=False
+            )
         verify(run.name)  # the module ran outside the call monitor: nothing may have been patched
         if not TRUSTED.allclose(got, want, atol=1e-5):
             hint = ""
@@ -141,8 +168,10 @@ def check_to_torch_mha(to_torch_mha, hidden: bool = False) -> None:
                         " in_proj_weight holds W_q three times: its rows are w_q.T, then w_k.T, "
                         "then w_v.T."
                     )
-                elif in_proj is not None and TRUSTED.allclose(
-                    in_proj, torch.cat([w_q.T, w_k.T, w_v.T]), atol=1e-6
+                elif (
+                    in_proj is not None
+                    and TRUSTED.allclose(in_proj, torch.cat([w_q.T, w_k.T, w_v.T]), atol=1e-6)
+                    and not TRUSTED.allclose(module.out_proj.weight, w_o.T, atol=1e-6)
                 ):
                     hint = (
                         " in_proj_weight is right, but out_proj.weight does not hold W_o: copy "
