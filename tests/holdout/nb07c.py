@@ -8,6 +8,13 @@ ba17de5), before this round changed anything:
   (no shift) was called a flattening-order bug; a batch whose rows all continue row 0's prompt
   was told only "the output must start with the prompt". (Two more that the check passed were
   dropped as not wrong by the graded tests' standard: a list instead of a tuple, sorted starts.)
+- After tuning the checks on that set and on the six generic ones of nb07/nb07b (loss sign,
+  per-position mean, norm_f on the embeddings, residual added twice, prompt not cached, argmax of
+  the hidden state): first set 54 of 54 named; nb07 + nb07b + nb07c 261 of 261.
+- The set "written after tuning" (15 mistakes, 3 per exercise), measured once and not tuned on:
+  named 14, generic 1, misleading 0, passed 0 (93%). The generic one: top-p's softmax taken over
+  the rows (dim=0) is reported as which tokens survive, without a name.
+Overall 68 of 69 named.
 """
 
 from __future__ import annotations
@@ -22,7 +29,7 @@ from transformer_lab.heads import KVCache
 
 MISTAKES: list = []
 wrong = collector(MISTAKES, "07")
-NAMED_AT_LEAST = 0.0
+NAMED_AT_LEAST = 0.98
 
 
 # --- next_token_batch -------------------------------------------------------------------------
@@ -575,4 +582,164 @@ def gg_new_tokens_without_position(model, idx, max_new_tokens):
         nxt = model.lm_head(model.norm_f(x[:, -1])).argmax(dim=-1, keepdim=True)
         out = torch.cat([out, nxt], dim=1)
         x = model.tok_emb(nxt)  # the position embedding forgotten
+    return out
+
+
+# --- written after tuning (measured once, never tuned on) -------------------------------------
+AFTER_TUNING_FROM = len(MISTAKES)
+
+
+@wrong("next_token_batch", "start|range|0")
+def post_ntb_starts_from_T(data, T, B, generator):
+    starts = torch.randint(T, len(data) - T, (B,), generator=generator)  # low bound T, not 0
+    w = _windows(data, T, starts)
+    return w[:, :-1], w[:, 1:]
+
+
+@wrong("next_token_batch", "last|roll|wrap|after the window")
+def post_ntb_targets_rolled(data, T, B, generator):
+    starts = torch.randint(len(data) - T, (B,), generator=generator)
+    x = data[starts[:, None] + torch.arange(T)]
+    return x, torch.roll(x, -1, dims=1)  # the last target wraps around to x[:, 0]
+
+
+@wrong("next_token_batch", "start|window|any position|overlap|chunk")
+def post_ntb_fixed_chunks(data, T, B, generator):
+    n = len(data) // (T + 1)
+    chunks = data[: n * (T + 1)].view(n, T + 1)  # only non-overlapping windows
+    w = chunks[torch.randint(n, (B,), generator=generator)]
+    return w[:, :-1], w[:, 1:]
+
+
+@wrong("causal_lm_loss", "in place|modif|input")
+def post_loss_edits_ids(logits, ids, attention_mask=None):
+    if attention_mask is not None:
+        ids[:, 1:][attention_mask[:, 1:] == 0] = -100  # writes into the caller's ids
+    return _ce(logits[:, :-1], ids[:, 1:])
+
+
+@wrong("causal_lm_loss", "pair|order|flatten|transpos")
+def post_loss_time_major_targets(logits, ids, attention_mask=None):
+    targets = ids[:, 1:]
+    if attention_mask is not None:
+        targets = targets.masked_fill(attention_mask[:, 1:] == 0, -100)
+    V = logits.shape[-1]
+    return F.cross_entropy(logits[:, :-1].reshape(-1, V), targets.T.reshape(-1), ignore_index=-100)
+
+
+@wrong("causal_lm_loss", "one number|0-dim|shape|scalar")
+def post_loss_per_sequence_vector(logits, ids, attention_mask=None):
+    B, T, V = logits.shape
+    targets = ids[:, 1:]
+    if attention_mask is not None:
+        targets = targets.masked_fill(attention_mask[:, 1:] == 0, -100)
+    per = F.cross_entropy(
+        logits[:, :-1].reshape(-1, V), targets.reshape(-1), ignore_index=-100, reduction="none"
+    )
+    keep = (targets != -100).to(per.dtype)
+    return (per.view(B, T - 1) * keep).sum(1) / keep.sum(1)
+
+
+@wrong("gpt_from_blocks", "norm_f|weight|bias|parameter|affine")
+class PostGptNormWithoutAffine(_Base):
+    def __init__(self, config):
+        super().__init__(config)
+        self.norm_f = nn.LayerNorm(config.d_model, eps=config.eps, elementwise_affine=False)
+
+
+@wrong("gpt_from_blocks", "position|before the blocks")
+class PostGptPositionsAfterBlocks(_Base):
+    def forward(self, idx):
+        x = self.tok_emb(idx)
+        for block in self.blocks:
+            x, _ = block(x, is_causal=True)
+        x = x + self.pos_emb(torch.arange(idx.shape[1]))  # added at the end
+        return self.lm_head(self.norm_f(x))
+
+
+@wrong("gpt_from_blocks", "shape|every position|(B, T, V)|last")
+class PostGptLastPositionOnly(_Base):
+    def forward(self, idx):
+        return super().forward(idx)[:, -1:]
+
+
+@wrong("filter_logits", "top-p|top_p|most likely|at least one|first")
+def post_fl_hf_shift_without_first(logits, temperature=1.0, top_k=None, top_p=None):
+    z = logits / temperature
+    if top_k:
+        z = _top_k(z, top_k)
+    if top_p is not None and top_p < 1.0:
+        sorted_z, order = torch.sort(z, dim=-1, descending=True)
+        cum = torch.softmax(sorted_z, dim=-1).cumsum(-1)
+        rs = cum > top_p
+        rs[..., 1:] = rs[..., :-1].clone()  # shift right, but rs[..., 0] is never reset to False
+        z = z.masked_fill(rs.scatter(-1, order, rs), float("-inf"))
+    return z
+
+
+@wrong("filter_logits", "temperature")
+def post_fl_temperature_only_alone(logits, temperature=1.0, top_k=None, top_p=None):
+    if not top_k and (top_p is None or top_p >= 1.0):
+        return logits / temperature
+    z = logits  # the temperature forgotten when a filter is on
+    if top_k:
+        z = _top_k(z, top_k)
+    if top_p is not None and top_p < 1.0:
+        z = _top_p(z, top_p)
+    return z
+
+
+@wrong("filter_logits", "dim|axis|last|vocabulary")
+def post_fl_top_p_softmax_first_axis(logits, temperature=1.0, top_k=None, top_p=None):
+    z = logits / temperature
+    if top_k:
+        z = _top_k(z, top_k)
+    if top_p is not None and top_p < 1.0:
+        sorted_z, order = torch.sort(z, dim=-1, descending=True)
+        probs = torch.softmax(sorted_z, dim=0)  # normalised over the rows
+        rs = probs.cumsum(-1) - probs >= top_p
+        z = z.masked_fill(rs.scatter(-1, order, rs), float("-inf"))
+    return z
+
+
+@wrong("generate_greedy", "vocabulary|dim|axis|argmax")
+def post_gg_argmax_over_batch(model, idx, max_new_tokens):
+    caches = [KVCache() for _ in model.blocks]
+    out = idx
+    x = model.tok_emb(idx) + model.pos_emb(idx.shape[1])
+    for _ in range(max_new_tokens):
+        for block, cache in zip(model.blocks, caches):
+            x, _ = block(x, is_causal=True, cache=cache)
+        logits = model.lm_head(model.norm_f(x[:, -1]))  # (B, V)
+        nxt = logits.argmax(dim=0)[: idx.shape[0], None]  # over the batch, not the vocabulary
+        out = torch.cat([out, nxt], dim=1)
+        x = model.tok_emb(nxt) + model.pos_emb(1, offset=out.shape[1] - 1)
+    return out
+
+
+@wrong("generate_greedy", "position|offset")
+def post_gg_offset_frozen(model, idx, max_new_tokens):
+    caches = [KVCache() for _ in model.blocks]
+    out = idx
+    x = model.tok_emb(idx) + model.pos_emb(idx.shape[1])
+    for _ in range(max_new_tokens):
+        for block, cache in zip(model.blocks, caches):
+            x, _ = block(x, is_causal=True, cache=cache)
+        nxt = model.lm_head(model.norm_f(x[:, -1])).argmax(dim=-1, keepdim=True)
+        out = torch.cat([out, nxt], dim=1)
+        x = model.tok_emb(nxt) + model.pos_emb(1, offset=idx.shape[1])  # never advances
+    return out
+
+
+@wrong("generate_greedy", "newest|new token|input|previous")
+def post_gg_feeds_previous_token(model, idx, max_new_tokens):
+    caches = [KVCache() for _ in model.blocks]
+    out = idx
+    x = model.tok_emb(idx) + model.pos_emb(idx.shape[1])
+    for _ in range(max_new_tokens):
+        for block, cache in zip(model.blocks, caches):
+            x, _ = block(x, is_causal=True, cache=cache)
+        nxt = model.lm_head(model.norm_f(x[:, -1])).argmax(dim=-1, keepdim=True)
+        out = torch.cat([out, nxt], dim=1)
+        x = model.tok_emb(out[:, -2:-1]) + model.pos_emb(1, offset=out.shape[1] - 1)  # one behind
     return out
