@@ -331,4 +331,4 @@ def observe(actual: Any, expected: Any, what: str = "output", axes=None, sums_to
                 f"its slices along dim {sums_to_one} sum to between {sums[ok].min().item():.4g} "
                 f"and {sums[ok].max().item():.4g}, not 1"
             )
-    return "; ".join(parts) if parts else f"the {what} differs from the reference"
+    return "; ".join(parts) if parts else f"the {what} {differs(what)} from the reference"
