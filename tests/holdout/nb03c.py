@@ -3,6 +3,10 @@
 Figures (tests.holdout.report 03c):
 - before tuning (main at ba17de5): 25 mistakes: 24 named, 1 generic (T read from x.shape[0]: raw
   broadcasting error), 0 misleading, 0 passed.
+- after tuning (transformer_lab/checks changed, main merged): the first set 25 of 25 named, 0
+  misleading, 0 passed.
+- written after tuning, measured once before any change for them: 4 mistakes: 4 named.
+- all now: 29 of 29 named, 0 misleading, 0 passed.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from tests.holdout._harness import collector
 
 MISTAKES: list = []
 wrong = collector(MISTAKES, "03")
-NAMED_AT_LEAST = 0.0
+NAMED_AT_LEAST = 1.0
 
 
 def _theta(d_model, base=10000.0):
@@ -234,3 +238,37 @@ def rope_no_odd_check(x, base=10000.0):
     cos, sin = a.cos().to(x.dtype), a.sin().to(x.dtype)
     even, odd = x[..., 0 : (D // 2) * 2 : 2], x[..., 1::2]
     return _interleave(even * cos - odd * sin, even * sin + odd * cos)
+
+
+# ================================================================ written after tuning
+@wrong("sinusoidal_encoding", "sin|cos|swap")
+def late_pe_cos_in_even(n_positions, d_model, base=10000.0):
+    if d_model % 2:
+        raise ValueError(f"d_model must be even, received d_model={d_model}")
+    a = torch.arange(n_positions, dtype=torch.float64)[:, None] * _theta(d_model, base)
+    return _interleave(a.cos(), a.sin()).float()
+
+
+@wrong("shift_matrix", "cos|sin|swap|diagonal")
+def late_shift_sin_on_diagonal(k, d_model, base=10000.0):
+    t = _theta(d_model, base)
+    m = torch.zeros(d_model, d_model, dtype=torch.float64)
+    c, s = torch.cos(k * t), torch.sin(k * t)
+    m[0::2, 0::2], m[0::2, 1::2] = torch.diag(s), torch.diag(-c)
+    m[1::2, 0::2], m[1::2, 1::2] = torch.diag(c), torch.diag(s)
+    return m.float()
+
+
+@wrong("offset_dot_product", "c/2|pair|frequenc")
+def late_offset_one_frequency_per_channel(k, d_model, base=10000.0):
+    theta = base ** (-torch.arange(d_model, dtype=torch.float64) / d_model)  # C frequencies
+    return torch.cos(k.double()[..., None] * theta).sum(-1).float()
+
+
+@wrong("apply_rope", "rotat|add")
+def late_rope_adds_the_encoding(x, base=10000.0):
+    T, D = x.shape[-2:]
+    if D % 2:
+        raise ValueError(f"D must be even, received D={D}")
+    a = _angles(T, D, base)
+    return x + _interleave(a.sin(), a.cos()).to(x.dtype)  # absolute, added

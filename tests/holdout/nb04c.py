@@ -4,6 +4,12 @@ alone.
 Figures (tests.holdout.report 04c):
 - before tuning (main at ba17de5): 31 mistakes: 30 named, 1 generic (a loop over range(T - 1) leaves
   the last row of the causal mask empty), 0 misleading, 0 passed.
+- after tuning (transformer_lab/checks changed, main merged): the first set 31 of 31 named, 0
+  misleading, 0 passed.
+- written after tuning, measured once before any change for them: 5 mistakes: 4 named, 1 misleading
+  (a detector drawing a fresh input every time was told to compare out[:j]; since then the check
+  sees that every token, token 0 included, changed, and says so).
+- all now: 36 of 36 named, 0 misleading, 0 passed.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from transformer_lab.attention import scaled_dot_product_attention as _sdpa
 
 MISTAKES: list = []
 wrong = collector(MISTAKES, "04")
-NAMED_AT_LEAST = 0.0
+NAMED_AT_LEAST = 1.0
 
 
 # ---------------------------------------------------------------- causal_mask
@@ -280,3 +286,50 @@ def cross_scales_by_value_width(x_q, x_kv, w_q, w_k, w_v, mask=None):
 @wrong("cross_attention", "swap|query|x_q|role")
 def cross_roles_swapped(x_q, x_kv, w_q, w_k, w_v, mask=None):
     return _sdpa(x_kv @ w_q, x_q @ w_k, x_q @ w_v, mask)
+
+
+# ================================================================ written after tuning
+@wrong("causal_mask", "transpos|upper|lower|polarity")
+def late_causal_loop_upper(T):
+    m = torch.zeros(T, T, dtype=torch.bool)
+    for t in range(T):
+        m[t, t:] = True
+    return m
+
+
+@wrong("padding_mask", "off by one|last|length")
+def late_padding_minus_one(lengths, S):
+    return (torch.arange(S)[None, :] < lengths[:, None] - 1)[:, None, None, :]
+
+
+@wrong("future_leaks", "same|clone|base|input")
+def late_leaks_fresh_input_each_time(attend, T, C, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        base = attend(torch.randn(T, C, generator=g))
+        for j in range(1, T):
+            changed = torch.randn(T, C, generator=g)  # a new input, not x with token j changed
+            if not torch.equal(attend(changed)[:j], base[:j]):
+                return True
+    return False
+
+
+@wrong("pad_and_truncate", "pad_id")
+def late_pads_with_zero(sequences, max_len, pad_id):
+    _check_max_len(max_len)
+    kept = [list(s)[:max_len] for s in sequences]
+    L = max(len(s) for s in kept)
+    ids = torch.zeros(len(kept), L, dtype=torch.long)
+    for b, s in enumerate(kept):
+        ids[b, : len(s)] = torch.tensor(s, dtype=torch.long)
+    return ids, torch.tensor([len(s) for s in kept], dtype=torch.long)
+
+
+@wrong("cross_attention", "polarity|revers|invert|true")
+def late_cross_mask_reversed(x_q, x_kv, w_q, w_k, w_v, mask=None):
+    q, k, v = x_q @ w_q, x_kv @ w_k, x_kv @ w_v
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(mask, float("-inf"))
+    w = torch.softmax(scores, dim=-1)
+    return w @ v, w
