@@ -27,8 +27,10 @@ from transformer_lab.checks.bert_evidence import (
     norm_calls,
     one_id_fixed,
     padding_only,
+    pair_order,
     position_error_hint,
     position_rows,
+    segment_values,
     tuple_order,
 )
 from transformer_lab.checks.fallback import verdict
@@ -194,6 +196,11 @@ def check_pair_inputs(pair_inputs, hidden: bool = False) -> None:
                             case,
                         )
                 found = one_id_fixed(_assemble, pairs, (cls_id, sep_id, pad_id), value, index)
+                found = found or pair_order(
+                    _assemble, pairs, (cls_id, sep_id, pad_id), value, index
+                )
+                if index == 1:
+                    found = found or segment_values(value, want)
                 if found:
                     run.fail(f"{name}: {found}.", case)
             got = run.expect_tensor(
@@ -202,7 +209,9 @@ def check_pair_inputs(pair_inputs, hidden: bool = False) -> None:
                 want.shape,
                 torch.long,
                 what=name,
-                shape_hint=lambda shape, v=value: length_hint(pairs, v),
+                shape_hint=lambda shape, v=value, i=index: length_hint(
+                    pairs, v, pad_id if i == 0 else None
+                ),
             )
             if not TRUSTED.equal(got, want):
                 found = layout_problem(got, want, cls_id, sep_id) if index == 0 else None

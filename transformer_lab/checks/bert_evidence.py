@@ -19,6 +19,8 @@ from transformer_lab.checks._integrity import TRUSTED
 
 __all__ = [
     "one_id_fixed",
+    "pair_order",
+    "segment_values",
     "layout_problem",
     "tuple_order",
     "length_hint",
@@ -46,6 +48,35 @@ def one_id_fixed(assemble, pairs, ids: tuple[int, int, int], value, index: int) 
                     f"this case)"
                 )
     return None
+
+
+def pair_order(assemble, pairs, ids: tuple[int, int, int], value, index: int) -> str | None:
+    """The pairs read the other way round, (b, a), reproduce ``value``?"""
+    if all(list(a) == list(b) for a, b in pairs):
+        return None
+    variant = assemble([(b, a) for a, b in pairs], *ids)[index]
+    if variant.shape == value.shape and TRUSTED.equal(variant, value.long()):
+        return (
+            "the two sentences are in the wrong order: each pair is (a, b) and the layout is "
+            "[CLS] a [SEP] b [SEP], the first sentence first"
+        )
+    return None
+
+
+def segment_values(value, want: torch.Tensor) -> str | None:
+    """token_type_ids outside {0, 1}: segments numbered from 1, or counted per sentence/row."""
+    if value.shape != want.shape:
+        return None
+    got = value.long()
+    extra = sorted(set(got.unique().tolist()) - {0, 1})
+    if not extra:
+        return None
+    shifted = TRUSTED.equal(got[got != 0] - 1, want[got != 0]) if bool((got != 0).any()) else False
+    how = "; yours are numbered from 1 (1 and 2)" if shifted else f"; yours has {extra}"
+    return (
+        "token_type_ids are 0 (for [CLS] a [SEP]) and 1 (for b [SEP]): BERT's segment table has "
+        f"two rows{how}"
+    )
 
 
 def layout_problem(ids: torch.Tensor, want: torch.Tensor, cls_id: int, sep_id: int) -> str | None:
@@ -85,10 +116,19 @@ def tuple_order(run: Runner, case: Case, result, expected, names) -> None:
             )
 
 
-def length_hint(pairs, value) -> str | None:
+def length_hint(pairs, value, pad_id: int | None = None) -> str | None:
     if not (TRUSTED.is_tensor(value) and value.dim() == 2):
         return None
     longest = max(len(a) + len(b) + 3 for a, b in pairs)
+    if pad_id is not None and value.shape[0] == len(pairs):  # input_ids: count each row's tokens
+        for r, (row, (a, b)) in enumerate(zip(value.tolist(), pairs)):
+            n, want = sum(t != pad_id for t in row), len(a) + len(b) + 3
+            if n != min(want, len(row)):  # not the right row cut or padded to a wrong width
+                return (
+                    f"row {r} has {n} tokens besides padding, but [CLS] a [SEP] b [SEP] has "
+                    f"len(a) + len(b) + 3 = {want}: "
+                    + ("a token too many" if n > want else "a token missing")
+                )
     if value.shape[0] == len(pairs) and value.shape[1] != longest:
         return (
             f"your rows have length {value.shape[1]}, but the longest assembled pair has "
@@ -156,6 +196,16 @@ def position_error_hint(exc: BaseException, case: Case) -> str:
             f"pos_table has max_len = {pos.shape[0]} rows, one per possible position, but the "
             f"input has T = {ids.shape[1]} tokens: add only the first T rows, pos_table[:T]"
         )
+    B, T, C = ids.shape[0], ids.shape[1], pos.shape[1]
+    dims = re.findall(r"size of tensor [ab] \((\d+)\)", text)
+    if "must match the size" in text and sorted(int(d) for d in dims) == sorted((B, T)):
+        if B not in (T, C, pos.shape[0]):
+            return (
+                f"a tensor with T = {T} rows meets the batch axis (B = {B}): pos_table[:T] is "
+                "(T, C) and broadcasts over (B, T, C) as it is (or as pos_table[:T][None]); an "
+                "extra axis in the middle, [:, None], or a transpose puts the positions on the "
+                "batch axis"
+            )
     return ""
 
 

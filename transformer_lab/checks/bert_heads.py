@@ -16,7 +16,12 @@ from transformer_lab import bert_inputs as _ref
 from transformer_lab.checks._core import Case, Mistake, Runner, generator
 from transformer_lab.checks._integrity import TRUSTED, Forbidden
 from transformer_lab.checks.bert import _hint, _signature_hint
-from transformer_lab.checks.bert_heads_evidence import cls_trace, gradient_to_hidden, which_rows
+from transformer_lab.checks.bert_heads_evidence import (
+    cls_trace,
+    gradient_to_hidden,
+    loss_transform,
+    which_rows,
+)
 from transformer_lab.checks.fallback import verdict
 
 __all__ = ["check_masked_lm_loss", "check_cls_logits"]
@@ -169,7 +174,7 @@ def check_masked_lm_loss(masked_lm_loss, hidden: bool = False) -> None:
         if not run.close(loss, want, atol=1e-5, rtol=1e-5):
             rows = which_rows(head, h, labels, M)
             message = run.diagnose(loss, _loss_mistakes(h, labels, head), 1e-5, 1e-5)
-            message = message or rows
+            message = message or rows or loss_transform(run, h, labels, head, loss)
             message, named = verdict(message, loss, want, "loss", {"V": V, "M": M})
             run.fail(message, case, named=named)
         if head.rows != M:

@@ -8,14 +8,17 @@ classifier's output is returned as it is.
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
+from torch import Tensor
 
 from transformer_lab import bert_inputs as _ref
 from transformer_lab.checks._core import Case, Runner, _clone
 from transformer_lab.checks._integrity import TRUSTED
 
-__all__ = ["which_rows", "gradient_to_hidden", "cls_trace"]
+__all__ = ["which_rows", "gradient_to_hidden", "cls_trace", "loss_transform"]
 
 
 def which_rows(head, h, labels, M: int) -> str | None:
@@ -75,6 +78,14 @@ def cls_trace(run: Runner, case: Case) -> str | None:
     finally:
         for hook in hooks:
             hook.remove()
+    if error is None and not seen["pooler"] and len(seen["classifier"]) == 1:
+        c_in = seen["classifier"][0][0]
+        if c_in.shape == h[:, 0].shape and torch.allclose(c_in, h[:, 0], atol=1e-5, rtol=1e-5):
+            return (
+                "the pooler is skipped: the classifier gets the [CLS] vectors directly; BERT "
+                "computes classifier(tanh(pooler(hidden[:, 0])))"
+            )
+        return "the pooler is never called: BERT computes classifier(tanh(pooler(hidden[:, 0])))"
     if error is not None or len(seen["pooler"]) != 1:
         return None
     if not seen["classifier"]:
@@ -102,5 +113,46 @@ def cls_trace(run: Runner, case: Case) -> str | None:
         return (
             "the classifier's output is changed before it is returned: return the logits "
             "classifier(tanh(pooler(hidden[:, 0]))) as they are"
+        )
+    return None
+
+
+def _smoothing(h, labels, head) -> tuple[Tensor, Tensor]:
+    """(plain cross-entropy, mean over the vocabulary of -log p) over the labelled positions."""
+    chosen = labels != _ref.IGNORE_INDEX
+    with torch.no_grad():
+        logp = head(h[chosen]).log_softmax(-1)  # (M, V)
+        plain = F.nll_loss(logp, labels[chosen])
+        uniform = -logp.mean(-1).mean()
+    return plain, uniform
+
+
+def loss_transform(run: Runner, h, labels, head, loss) -> str | None:
+    """The right loss passed through a function (exp: the perplexity; a sign; a log), or label
+    smoothing of some strength: read from this case and confirmed on a second input (2 h)."""
+    second = h * 2.0
+    got2, error, _ = run.attempt((second.clone(), labels.clone(), head), {})
+    if error is not None or not TRUSTED.is_tensor(got2) or got2.numel() != 1:
+        return None
+    got = [float(loss.detach()), float(got2.detach())]
+    pairs = [_smoothing(h, labels, head), _smoothing(second, labels, head)]
+    want = [float(p) for p, _ in pairs]
+    near = lambda a, b: abs(a - b) <= 1e-4 * max(1.0, abs(b))  # noqa: E731
+    transforms = {
+        "exp(loss), the perplexity, is returned; return the mean cross-entropy itself": math.exp,
+        "the loss has the wrong sign: cross-entropy is -log p(label), a positive number": lambda v: (
+            -v
+        ),
+        "log(loss) is returned; return the mean cross-entropy itself": lambda v: math.log(v),
+        "the loss is squared; return the mean cross-entropy itself": lambda v: v * v,
+    }
+    for message, f in transforms.items():
+        if all(near(g, f(w)) for g, w in zip(got, want)):
+            return message
+    eps = [(g - p) / (u - p) for g, (p, u) in zip(got, ((float(a), float(b)) for a, b in pairs))]
+    if 0.0 < eps[0] < 0.6 and abs(eps[0] - eps[1]) < 1e-3:
+        return (
+            f"label smoothing ({eps[0]:.2g}) is applied: the MLM loss is the plain cross-entropy, "
+            "F.cross_entropy(logits, labels) without label_smoothing"
         )
     return None

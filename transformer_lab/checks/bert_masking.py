@@ -76,6 +76,8 @@ class _Tally:
         self.eligible = self.chosen = self.masked = self.random = self.kept = 0
         self.by_length = 0.0  # chosen count if p * T (whole row) were chosen among the eligible
         self.pairs = self.equal_pairs = 0  # random replacements at one position in two rows
+        self.rows = self.rows_uniform = self.rows_all = 0  # rows all chosen or none (>= 4 eligible)
+        self.calls = self.calls_uniform = 0  # calls whose whole batch is all chosen or none
 
 
 def check_mlm_corrupt(mlm_corrupt, hidden: bool = False) -> None:
@@ -270,6 +272,14 @@ def _count(tally: _Tally, ids, special, inputs, labels, mask_id: int, p: float, 
         if drawn.numel() >= 2:
             tally.pairs += drawn.numel() - 1
             tally.equal_pairs += int((drawn[1:] == drawn[0]).sum())
+    n_eligible, n_chosen = eligible.sum(1), (chosen & eligible).sum(1)
+    wide = n_eligible >= 4
+    tally.rows += int(wide.sum())
+    uniform = wide & ((n_chosen == 0) | (n_chosen == n_eligible))
+    tally.rows_uniform += int(uniform.sum())
+    tally.rows_all += int((wide & (n_chosen == n_eligible)).sum())
+    tally.calls += 1
+    tally.calls_uniform += int(int(n_chosen.sum()) in (0, int(n_eligible.sum())))
     per_row = eligible.sum(1).float()
     tally.by_length += float(torch.minimum(per_row, torch.full_like(per_row, p * T)).sum())
 
@@ -279,6 +289,14 @@ def _proportions(run: Runner, tally: _Tally, p: float, B: int, T: int) -> str:
     rate = tally.chosen / max(tally.eligible, 1)
     shares = [n / max(tally.chosen, 1) for n in (tally.masked, tally.random, tally.kept)]
     measured = f"[MASK] {shares[0]:.1%}, random {shares[1]:.1%}, kept {shares[2]:.1%} of the chosen"
+    if tally.rows >= 20 and tally.rows_all >= 2 and tally.rows_uniform == tally.rows:
+        once = "batch" if tally.calls_uniform == tally.calls else "sequence"
+        run.fail(
+            f"the choice is made once per {once}: in every call each {once} has all its "
+            "non-special tokens chosen or none. Choose each token on its own, with one uniform "
+            "number per token: torch.rand(input_ids.shape, generator=generator) < p.",
+            case,
+        )
     if abs(rate - p) > RATE_TOL:
         by_length = tally.by_length / max(tally.eligible, 1)
         if abs(rate - by_length) <= RATE_TOL:

@@ -224,7 +224,7 @@ def explain_wiring(
                     or "a tensor that is none of x, memory, a sublayer's output or a residual sum"
                 )
                 expected = names.find(b) or "another tensor"
-                return (
+                return _residual(got, expected) or (
                     f"layer.{mine.name} receives {got} as its {_role(mine, index)}, but it should "
                     f"receive {expected}"
                 )
@@ -238,7 +238,7 @@ def explain_wiring(
         got = names.find(student_out)
         expected = names.find(reference_out) or "the stream after the last residual sum"
         if got is not None:
-            return (
+            return _residual(got, expected) or (
                 f"every sublayer receives the right inputs, but your block returns {got}; it "
                 f"should return {expected}"
             )
@@ -247,6 +247,23 @@ def explain_wiring(
             f"{expected}: check the last residual sum (and, in post-norm, the last norm)"
         )
     return None
+
+
+def _residual(got: str, expected: str) -> str | None:
+    """Two residual sums with the same branch but another stream: "a + f(…)" for "x + f(…)"."""
+    if " + " not in got or " + " not in expected:
+        return None
+    mine, branch = got.rsplit(" + ", 1)
+    theirs, want_branch = expected.rsplit(" + ", 1)
+    if branch != want_branch or mine == theirs:
+        return None
+    return (
+        f"the residual connection adds {branch} to {mine}; it should add it to {theirs}: "
+        f"{expected} (the residual carries the stream itself, not a normalised copy)"
+        if "norm" in mine and "norm" not in theirs
+        else f"the residual connection adds {branch} to {mine}; it should add it to {theirs}: "
+        f"{expected}"
+    )
 
 
 def wiring_message(

@@ -25,6 +25,7 @@ from transformer_lab.checks._integrity import Forbidden
 from transformer_lab.checks.blocks_evidence import (
     activation_probe,
     affine_probe,
+    bias_probe,
     ln_error_hint,
     ln_evidence,
     mixing,
@@ -317,6 +318,7 @@ def check_mlp(mlp, hidden: bool = False) -> None:
         if not run.close(out, expected, ATOL, RTOL):
             message = run.diagnose(out, _mlp_mistakes(x, w1, b1, w2, b2), ATOL, RTOL)
             message = message or repeatable(run, case, out) or mixing(run, case, out)
+            message = message or bias_probe(run, case)
             dims = {"C": C, "d_ff": d_ff}
             if message is None and not verdict(None, out, expected, dims=dims)[1]:
                 message = activation_probe(run)  # after the generic evidence, which may name it

@@ -21,6 +21,7 @@ __all__ = [
     "repeatable",
     "mixing",
     "activation_probe",
+    "bias_probe",
 ]
 
 ATOL, RTOL = 1e-5, 1e-4
@@ -220,9 +221,41 @@ def activation_probe(run: Runner) -> str | None:
     scaled = _scaled_input(run, values)
     if scaled:
         return scaled
+    nonzero = gelu.abs() > 1e-3
+    ratio = act[nonzero] / gelu[nonzero]
+    if torch.allclose(ratio, ratio[0].expand_as(ratio), atol=1e-5) and abs(ratio[0] - 1) > 1e-3:
+        return (
+            f"with identity weights your MLP returns {float(ratio[0]):.3g} x GELU(h): the activation "
+            "is right, but something scales the result; GELU(x W_1 + b_1) W_2 + b_2 has no scale "
+            "factor"
+        )
     shown = ", ".join(f"{a:.3g}" for a in act.tolist())
     want = ", ".join(f"{a:.3g}" for a in gelu.tolist())
     return (
         f"your activation is not the exact GELU: with identity weights your MLP maps h = -2, -1, "
         f"-0.5, 0, 0.5, 1, 2 to {shown}; F.gelu gives {want}"
     )
+
+
+def bias_probe(run: Runner, case: Case) -> str | None:
+    """Rerun with one bias set to zero (two different inputs): right both times while the real
+    bias gives a wrong output means only that bias is used wrongly (added twice, in the wrong
+    place, multiplied in ...)."""
+    x, w1, b1, w2, b2 = case.args
+    gelu = torch.nn.functional.gelu
+    for index, name, where in ((4, "b_2", "once, after the second layer: ... @ w_2 + b_2"),
+                               (2, "b_1", "once, inside the activation: GELU(x @ w_1 + b_1)")):  # fmt: skip
+        confirmed = 0
+        for scale in (1.0, -0.5):  # the same verdict on a second input
+            args = [x * scale, w1, b1, w2, b2]
+            args[index] = torch.zeros_like(args[index])
+            want = gelu(args[0] @ w1 + args[2]) @ w2 + args[4]
+            got, error, _ = run.attempt(tuple(a.clone() for a in args), {})
+            if error is None and torch.is_tensor(got) and _close(got.detach(), want, 1e-5):
+                confirmed += 1
+        if confirmed == 2:
+            return (
+                f"with {name} = 0 your output is right, so only {name} is used wrongly (added "
+                f"twice, in the wrong place or to a weight?): add it {where}"
+            )
+    return None

@@ -33,6 +33,8 @@ _FEATURES: dict[str, Any] = {
     "d_ff": lambda c, N, C, F, H, X: N * F,
     "H*C^2": lambda c, N, C, F, H, X: N * H * C * C,
     "H*C": lambda c, N, C, F, H, X: N * H * C,
+    "C^2/H": lambda c, N, C, F, H, X: N * C * C // H,
+    "cross C^2/H": lambda c, N, C, F, H, X: N * X * C * C // H,
     "cross C^2": lambda c, N, C, F, H, X: N * X * C * C,
     "cross C": lambda c, N, C, F, H, X: N * X * C,
     "cross C*d_ff": lambda c, N, C, F, H, X: N * X * C * F,
@@ -139,6 +141,11 @@ _PATTERNS: list[tuple[dict[str, int], str]] = [
         "each block is 2C short: one layer norm (a gain and a bias of C each); an encoder block "
         "has two norms, a decoder block three",
     ),
+    (
+        {"C": -1},
+        "each block is C short: a bias of C is missing, the MLP's second bias b_2 (C) or one "
+        "layer norm's bias (a norm has a gain and a bias, 2C)",
+    ),
     ({"C": -1, "d_ff": -1}, "the MLP's biases are missing: b_1 (d_ff) and b_2 (C) in every block"),
     ({"d_ff": -1}, "the MLP's first bias b_1 (d_ff per block) is missing"),
     ({"C": 1, "d_ff": -1}, "b_1 has d_ff entries (one per hidden unit), not C"),
@@ -160,6 +167,21 @@ def fit_message(terms: dict[str, int]) -> tuple[str, bool] | None:
     for pattern, message in _PATTERNS:
         if terms == pattern:
             return message, True
+    heads = {k: v for k, v in terms.items() if "H" in k}
+    if heads:  # the true count does not depend on n_heads
+        share = terms.get("C^2/H", 0)
+        if share > 0 and terms.get("C^2", 0) == -share:
+            what = f"{share} projections counted as C x C/H each, one head's share"
+            return (
+                f"your count changes with n_heads ({what}): the heads split the C columns of each "
+                "projection among themselves, so W_q, W_k, W_v and W_o are C x C whatever n_heads",
+                True,
+            )
+        return (
+            "your count changes with n_heads, but the number of heads does not appear in it: the "
+            "heads split the C columns of each projection, which stays C x C",
+            True,
+        )
     tables = ("V*C", "max_len*C", "n_segments*C")
     if all(terms.get(f"n_layers*{t}", 0) == -terms.get(t, 0) for t in tables) and any(
         terms.get(f"n_layers*{t}") for t in tables
