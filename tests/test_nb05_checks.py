@@ -672,7 +672,7 @@ CATALOGUE = [
 ]
 
 GENERIC = re.compile(
-    r"differs from the reference by up to|contains NaN or inf|^check_\w+: yours is"
+    r"differs? from the reference by up to|contains NaN or inf|^check_\w+: yours is"
 )
 
 

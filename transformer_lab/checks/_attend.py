@@ -256,6 +256,11 @@ def tensor_error_hint(exc: BaseException, expected_signature: str, C: int | None
     """A hint for an exception of the student's attention code; ``C`` is the input width when
     the exercise has projections (then a product over C points at the projections)."""
     text = str(exc)
+    if "must be a 3D tensor" in text:  # torch.bmm on 2-D (or 4-D) inputs
+        return (
+            "torch.bmm takes exactly 3-D (B, ., .) tensors; use @ (torch.matmul), which works "
+            "for 2-D, batched and multi-head inputs alike"
+        )
     if "masked_fill" in text or "Boolean" in text or "bool" in text or "mask" in text.lower():
         return (
             "the mask is a boolean tensor (True = may attend) that broadcasts to the scores: "
@@ -323,6 +328,15 @@ def check_attention_pair(
         expected=exp_out,
     )
     if not run.close(out, exp_out, ATOL, RTOL) and not close_but_empty_rows(out, exp_out, empty):
+        if mask is not None and torch.is_tensor(out):  # the output built before the mask
+            scores = q.double() @ k.double().transpose(-2, -1) / math.sqrt(q.shape[-1])
+            unmasked = torch.softmax(scores, dim=-1) @ v.double()
+            if unmasked.shape == out.shape and torch.allclose(out.double(), unmasked, atol=1e-4):
+                run.fail(
+                    "the weights are right but the output ignores the mask: it is the unmasked "
+                    "weights @ v; compute the output from the masked weights you return",
+                    case,
+                )
         run.fail(
             "the weights are right but the output is not: the output is weights @ v "
             f"({run.mismatch(out, exp_out)})",

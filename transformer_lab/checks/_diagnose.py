@@ -49,6 +49,7 @@ from transformer_lab.checks._evidence import (
     _rearranged,
     _shifted,
     _variations,
+    differs,
     observe,
     permuted,
     same,
@@ -102,7 +103,7 @@ def explain(
     """The best generic explanation of why ``actual`` is not ``expected`` (same shape)."""
     a, e = _as_tensor(actual), _as_tensor(expected)
     if a is None or e is None:
-        return Finding(f"the {what} differs from the reference", False)
+        return Finding(f"the {what} {differs(what)} from the reference", False)
     if a.shape != e.shape:
         hint = permuted(a, e, axes)
         if hint:

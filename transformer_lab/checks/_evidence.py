@@ -272,11 +272,18 @@ def _rearranged(actual: Tensor, expected: Tensor) -> Finding | None:
     return None
 
 
+def differs(what: str) -> str:
+    """ "differs" or "differ", agreeing with ``what`` ("the loss differs", "the logits differ")."""
+    last = what.split()[-1] if what.split() else what
+    plural = last.endswith("s") and not last.endswith(("ss", "us", "is", "as"))
+    return "differ" if plural else "differs"
+
+
 def observe(actual: Any, expected: Any, what: str = "output", axes=None, sums_to_one=None) -> str:
     """A precise description of how ``actual`` differs from ``expected`` (no diagnosis)."""
     a, e = _as_tensor(actual), _as_tensor(expected)
     if a is None or e is None or a.shape != e.shape:
-        return f"the {what} differs from the reference"
+        return f"the {what} {differs(what)} from the reference"
     if a.dtype == torch.bool or e.dtype == torch.bool:
         wrong = (a.bool() != e.bool()).nonzero()
         first = tuple(wrong[0].tolist()) if len(wrong) else ()
@@ -312,7 +319,7 @@ def observe(actual: Any, expected: Any, what: str = "output", axes=None, sums_to
         finite = diff.nan_to_num(posinf=0.0)
         idx = tuple(int(i) for i in torch.unravel_index(finite.argmax(), finite.shape))
         parts.append(
-            f"the {what} differs from the reference in {int(wrong.sum())} of {e.numel()} "
+            f"the {what} {differs(what)} from the reference in {int(wrong.sum())} of {e.numel()} "
             f"entries, by up to {finite.max().item():.3g} (at index {idx}: yours "
             f"{a[idx].item():.6g}, expected {e[idx].item():.6g})"
         )
@@ -324,4 +331,4 @@ def observe(actual: Any, expected: Any, what: str = "output", axes=None, sums_to
                 f"its slices along dim {sums_to_one} sum to between {sums[ok].min().item():.4g} "
                 f"and {sums[ok].max().item():.4g}, not 1"
             )
-    return "; ".join(parts) if parts else f"the {what} differs from the reference"
+    return "; ".join(parts) if parts else f"the {what} {differs(what)} from the reference"

@@ -49,6 +49,7 @@ def _gpt_variant(
     norm_eps=None,
     chain="all",
     head="logits",
+    norm_input=False,
 ) -> Tensor:
     """The reference GPT's forward pass with one known mistake."""
     T, C = idx.shape[1], ref.config.d_model
@@ -66,6 +67,8 @@ def _gpt_variant(
         "strict": torch.ones(T, T, dtype=torch.bool).tril(-1),
         "upper": torch.ones(T, T, dtype=torch.bool).triu(),
     }
+    if norm_input:  # norm_f also applied to the embeddings, before the first block
+        x = nn.functional.layer_norm(x, (C,), ref.norm_f.weight, ref.norm_f.bias, ref.config.eps)
     blocks = list(blocks if blocks is not None else ref.blocks)
     if chain == "none":  # the blocks' outputs never reach x
         blocks = []
@@ -76,6 +79,8 @@ def _gpt_variant(
         out, _ = block(x, mask=masks[mask])
         if chain == "each_from_embedding":  # every block reads the embeddings; the last one wins
             h = out
+        elif chain == "double_residual":  # x + block(x): the block's own residual added again
+            x = h = x + out
         else:
             x = h = out
         if chain == "norm_each":  # norm_f after every block
@@ -182,6 +187,20 @@ def gpt_mistakes(ref, idx, activation: str) -> list[Mistake]:
             "the mask excludes the diagonal ('r_ij = -inf for j >= i'): in the course's "
             "convention each token attends to itself too (s <= t)",
             lambda: _gpt_variant(ref, idx, mask="strict"),
+        ),
+        *(
+            Mistake(
+                "norm_f is applied to the embeddings, before the first block: the pre-norm "
+                "blocks normalise their own inputs; apply norm_f once, after the last block, "
+                "before the head",
+                lambda final=final: _gpt_variant(ref, idx, norm_input=True, final_norm=final),
+            )
+            for final in (True, False)
+        ),
+        Mistake(
+            "the residual is added twice: Block already returns x + attention + MLP, so "
+            "x = x + block(x)[0] counts x again; write x, _ = block(x, is_causal=True)",
+            lambda: _gpt_variant(ref, idx, chain="double_residual"),
         ),
         Mistake(
             "the final layer norm is missing: GPT-2 applies norm_f to the last block's output "

@@ -203,7 +203,9 @@ def _diagnose_decoding(run, case, model, idx, n, out, expected, recorder, n_laye
     __tracebackhide__ = True
     calls = recorder.calls
     if not TRUSTED.equal(out[:, : idx.shape[1]], idx):
-        run.fail("the output must start with the prompt idx, unchanged.", case)
+        run.fail(
+            _prompt_rows(idx, out) or "the output must start with the prompt idx, unchanged.", case
+        )
     prompt_calls = calls[:n_layers]
     later = calls[n_layers:]
     ids = [c[2] for c in prompt_calls if c[2] is not None]
@@ -236,6 +238,7 @@ def _diagnose_decoding(run, case, model, idx, n, out, expected, recorder, n_laye
             _structure_evidence(calls, n, n_layers)
             or _chain_evidence(recorder.io, n_layers)
             or _argmax_evidence(idx, out, recorder.logits, n)
+            or _head_evidence(model, idx, out, recorder.logits)
         )
         if message is not None:
             run.fail(message, case)
@@ -346,10 +349,62 @@ def _random(run, case, out: Tensor) -> bool:
     )
 
 
+def _prompt_rows(idx: Tensor, out: Tensor) -> str | None:
+    """Each row of the output starts with SOME row of the prompt, not its own: the batch is lost."""
+    B, T0 = idx.shape
+    if B < 2 or out.dim() != 2 or out.shape[0] != B or out.shape[1] < T0:
+        return None
+    starts = out[:, :T0]
+    for b in range(B):
+        if TRUSTED.equal(starts[b], idx[b]):
+            continue
+        source = [r for r in range(B) if TRUSTED.equal(starts[b], idx[r])]
+        if source:
+            return (
+                f"row {b} of your output starts with the prompt of row {source[0]}: each row of "
+                "the batch continues its own prompt; keep all B rows through the loop (idx is "
+                "(B, T0), the next token (B, 1))."
+            )
+        return None
+    return None
+
+
+def _head_evidence(model, idx: Tensor, out: Tensor, logits: list[Tensor]) -> str | None:
+    """lm_head never ran, and each new token is the argmax of the hidden state instead."""
+    T0 = idx.shape[1]
+    if logits or out.shape[1] <= T0 or out.shape[0] != idx.shape[0]:
+        return None
+    with torch.no_grad():
+        L = out.shape[1] - 1
+        x = model.tok_emb(out[:, :L]) + model.pos_emb(L)  # (B, L, C)
+        for block in model.blocks:
+            x, _ = block(x, is_causal=True)
+        for h in (model.norm_f(x), x):
+            if TRUSTED.equal(h[:, T0 - 1 :].argmax(-1), out[:, T0:]):
+                return (
+                    "your new tokens are the argmax of the hidden state (B, C), not of the "
+                    "logits: apply the head first, model.lm_head(model.norm_f(x[:, -1])), and "
+                    "take the argmax over the vocabulary."
+                )
+    return None
+
+
 def _structure_evidence(calls, n: int, n_layers: int) -> str | None:
     """What went through the blocks after the prompt, and with which caches."""
     prompt_ids = {c[2] for c in calls[:n_layers] if c[2] is not None}
     later = calls[n_layers:]
+    if (
+        calls[:n_layers]
+        and not prompt_ids
+        and later
+        and all(c[2] is not None for c in later)
+        and all(c[3] == 0 for c in later[:n_layers])
+    ):
+        return (
+            "the prompt goes through the blocks without the caches, so its keys and values are "
+            "never stored and the new tokens cannot attend to the prompt: pass cache=cache in "
+            "the prompt's pass too."
+        )
     if n > 1 and calls and not later:
         return (
             "after the prompt, the new tokens never go through the blocks: each step, run the "

@@ -71,6 +71,13 @@ def _leak_diagnosis(answers: dict, records: dict, T: int, C: int) -> str:
             "first one; set changed[j] to new random values"
         )
     mode = wrong[0]
+    fresh = [x for x in rec.inputs[1:] if x.shape == base.shape and (x != base).any(dim=-1).all()]
+    if not LEAK_MODES[mode] and T > 2 and fresh:  # every token changed, token 0 included
+        return (
+            "your detector passes attend inputs in which every token differs from x, token 0 "
+            "included: start each test from the same input, changed = x.clone(), change only "
+            "token j, then compare out[:j] with the base output"
+        )
     if not LEAK_MODES[mode]:
         return (
             f"the causal layer '{mode}' does not leak, yet your detector said True: changing "

@@ -94,6 +94,10 @@ def _lm_variant(
         return nll[keep].sum()
     if reduce == "mean_all":  # padding zeroed, but still counted in the denominator
         return (nll * keep).mean()
+    if reduce == "per_position":  # averaged over the batch at each position, then over positions
+        count = keep.sum(0)  # (T',)
+        per_pos = (nll * keep).sum(0) / count.clamp(min=1)  # (T',)
+        return per_pos[count > 0].mean()
     per_seq = (nll * keep).sum(1) / keep.sum(1).clamp(min=1)  # (B,)
     return per_seq.mean()
 
@@ -131,6 +135,12 @@ _LM_MISTAKES = [
         dict(reduce="per_sequence"),
         "averaged per sequence, then over the batch: average over all real target tokens at once, "
         "so every token weighs the same (short sequences must not count more).",
+    ),
+    (
+        dict(reduce="per_position"),
+        "averaged over the batch at each position, then over the positions: average over all "
+        "real target tokens at once, so every token weighs the same (positions with padding in "
+        "some rows must not count more per token).",
     ),
     (dict(reduce="sum"), "the loss is summed over the tokens: return the mean."),
     (
@@ -299,6 +309,16 @@ def _lm_family(run: Runner, case: Case, out: Tensor, expected: Tensor) -> str | 
         return abs(a - b) <= ATOL + RTOL * abs(b)
 
     ref = float(expected)
+    if (
+        abs(ref) > 1e-3
+        and near(value, -ref)
+        and _confirm(run, case, lambda z, i, m: -reference_lm_loss(z, i, m))
+    ):
+        return (
+            "your loss has the wrong sign: it is the mean log-likelihood (log p of the targets), "
+            "which training would push up without bound; the loss is its negative, the mean "
+            "-log p (F.cross_entropy gives it)."
+        )
     if value > 0 and near(math.log(value), ref):
         return (
             "your loss is the exponential of the cross-entropy (the perplexity, exp(loss)): "
@@ -365,6 +385,21 @@ def _lm_family(run: Runner, case: Case, out: Tensor, expected: Tensor) -> str | 
     return None
 
 
+def _confirm(run: Runner, case: Case, formula) -> bool:
+    """Does the student's loss equal ``formula(logits, ids, mask)`` on another case too?"""
+    for other in _lm_cases(run.hidden):
+        if other.name == case.name and TRUSTED.equal(other.data["logits"], case.data["logits"]):
+            continue
+        logits, ids, mask = other.data["logits"], other.data["ids"], other.data["mask"]
+        kwargs = {} if mask is None else {"attention_mask": mask.clone()}
+        value, error, calls = run.attempt((logits.clone(), ids.clone()), kwargs)
+        if error is not None or calls or not TRUSTED.is_tensor(value) or value.numel() != 1:
+            return False
+        want = float(formula(logits, ids, mask))
+        return abs(float(value.detach().reshape(())) - want) <= ATOL + RTOL * abs(want)
+    return False
+
+
 def _gradient_pairs(run: Runner, case: Case) -> tuple[Tensor, Tensor] | None:
     """Which positions the student's loss scores, and against which token: the gradient of a
     cross-entropy is zero at unscored positions and negative only at the target."""
@@ -427,6 +462,18 @@ def _lm_probe(run: Runner, case: Case, out: Tensor) -> str | None:
         right = TRUSTED.equal(used[:, :-1], real) and not bool(used[:, -1].any())
         if right and not TRUSTED.equal(paired[:, :-1][real], targets[real]):
             right = False
+        nxt = torch.cat([ids[:, 1:], ids[:, -1:] + 1], dim=1)  # (B, T): the next token (or none)
+        if (
+            not right
+            and bool(used.any())
+            and TRUSTED.equal(paired[used], ids[used])
+            and not TRUSTED.equal(ids[used], nxt[used])
+        ):
+            return (
+                "each position is scored against its own token ids[:, t], not shifted: "
+                "logits[:, t] must be scored against the NEXT token ids[:, t + 1] (pair "
+                "logits[:, :-1] with ids[:, 1:])."
+            )
         if not right and got.shape == want.shape and TRUSTED.equal(got, want):
             return (
                 "your loss scores the right number of predictions against the right target "

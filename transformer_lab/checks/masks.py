@@ -83,6 +83,17 @@ def check_causal_mask(causal_mask, hidden: bool = False) -> None:
         )
         if not torch.equal(out, expected):
             case.data["axes"] = ("query", "key")
+            known = run.diagnose(out, _causal_mistakes(T), 0, 0, expected=expected)
+            if known is not None:
+                run.fail(known, case)
+            rows = (out != expected).any(dim=1).nonzero().flatten().tolist()
+            if T > 2 and rows in ([0], [T - 1]):
+                which, loop = ("first", "range(1, T)") if rows == [0] else ("last", "range(T - 1)")
+                run.fail(
+                    f"only the {which} row (query {rows[0]}) is wrong, the others are right: a "
+                    f"loop over {loop} instead of range(T)? Row t is True for keys 0 .. t",
+                    case,
+                )
             run.explain(out, expected, case, _causal_mistakes(T), 0, 0, what="mask")
     run.passed()
 

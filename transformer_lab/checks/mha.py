@@ -46,6 +46,7 @@ def _mha(
     roles=None,
     wo_first_block=False,
     sm=None,
+    wo_on_values=False,
 ):
     """Functional multi-head attention with exactly one deliberate mistake switched on.
 
@@ -58,6 +59,8 @@ def _mha(
         wq, wk, wv, wo = wq.T, wk.T, wv.T, wo.T
     src = x_q if kv_from_q else x_kv
     q, k, v = x_q @ wq, src @ wk, src @ wv  # (B, T, C), (B, S, C), (B, S, C)
+    if wo_on_values:  # W_o moved onto the values, before the heads are merged
+        v, wo, out_proj = v @ wo, wo, False
     B, T, C = q.shape
     S, D = k.shape[1], C // H
 
@@ -71,9 +74,13 @@ def _mha(
         return t.view(B, L, H, D).transpose(1, 2)  # (B, H, L, D)
 
     q, k, v = sp(q, T), sp(k, S), sp(v, S)
-    root = {"D": math.sqrt(D), "C": math.sqrt(C), "H": math.sqrt(H), "none": 1.0}[scale]
+    root = {"D": math.sqrt(D), "C": math.sqrt(C), "H": math.sqrt(H), "none": 1.0, "D2": D}[scale]
     scores = q @ k.transpose(-2, -1) / root  # (B, H, T, S)
-    if mask is not None and use_mask:
+    if mask is not None and use_mask == "zero":  # masked scores set to 0, not -inf
+        scores = scores.masked_fill(~mask, 0.0)
+    elif mask is not None and use_mask == "add":  # the boolean mask added to the scores
+        scores = scores + mask.to(scores.dtype)
+    elif mask is not None and use_mask:
         scores = scores.masked_fill(mask if use_mask == "reversed" else ~mask, float("-inf"))
     weights = torch.softmax(scores, dim=-1) if sm is None else sm(scores, dim=-1)
     out = weights @ v  # (B, H, T, D)
@@ -258,6 +265,7 @@ def _scale_confirmed(run: Runner, case: Case, known: str, hidden: bool) -> bool:
             return False
         xq, xkv, (wq, wk, wv, wo) = other.data["xq"], other.data["xkv"], other.data["w"]
         scales = {
+            "divided by D instead": "D2",
             "sqrt(C)": "C",
             "sqrt(H)": "H",
             "missing": "none",
@@ -349,6 +357,21 @@ def check_multi_head_attention(multi_head_attention, hidden: bool = False) -> No
             ),
             M("the 1/sqrt(D) scaling is missing (D = C / H, the head width)", scale="none"),
             M(
+                "the scores are divided by D instead of sqrt(D) (D = C / H, the head width); "
+                "scaling both q and k by 1/sqrt(D) does this: scale the scores once",
+                scale="D2",
+            ),
+            Mistake(
+                "the softmax runs over the heads axis (dim=1): each query's weights over the "
+                "keys must sum to 1, so take the softmax over the last dim",
+                lambda: _mha(xq, xkv, wq, wk, wv, wo, H, mask, sm=lambda t, dim: t.softmax(1)),
+            ),
+            M(
+                "w_o multiplies the values before attention (x_kv @ w_v @ w_o): w_o mixes the "
+                "heads, so apply it once to the merged heads' output (B, T, C) @ w_o",
+                wo_on_values=True,
+            ),
+            M(
                 "the weights are applied as x @ w.T: the course uses row vectors, Q = x_q @ w_q",
                 transpose_w=True,
             ),
@@ -369,6 +392,20 @@ def check_multi_head_attention(multi_head_attention, hidden: bool = False) -> No
                     "the mask is ignored: fill the scores with -inf where mask is False, before "
                     "the softmax",
                     use_mask=False,
+                )
+            )
+            mistakes.append(
+                M(
+                    "the masked scores are set to 0, but a score of 0 still gets weight after "
+                    "the softmax: fill them with float('-inf') (scores.masked_fill(~mask, -inf))",
+                    use_mask="zero",
+                )
+            )
+            mistakes.append(
+                M(
+                    "the mask is added to the scores as numbers (+1 where allowed), which blocks "
+                    "nothing: fill the scores with -inf where mask is False, before the softmax",
+                    use_mask="add",
                 )
             )
             mistakes.append(

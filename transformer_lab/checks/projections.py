@@ -116,6 +116,38 @@ def _role_mistakes(xq, xkv, wq, wk, wv, A, kv_name: str) -> list[Mistake]:
     return out
 
 
+def _right_per_sequence(run: Runner, case: Case) -> bool:
+    """The student's function, called on each batch element alone, gives the reference's."""
+    exp_out, exp_w = case.data["expected"]
+    for b in range(case.args[0].shape[0]):
+        args = tuple(a[b].clone() if torch.is_tensor(a) and a.dim() == 3 else a for a in case.args)
+        value, error, calls = run.attempt(args, {})
+        if error is not None or calls or not isinstance(value, tuple) or len(value) != 2:
+            return False
+        o, w = value
+        if not (torch.is_tensor(o) and torch.is_tensor(w)) or o.shape != exp_out[b].shape:
+            return False
+        if w.shape != exp_w[b].shape or not run.close(o.detach(), exp_out[b], 1e-5, 1e-4):
+            return False
+        if not run.close(w.detach(), exp_w[b], 1e-5, 1e-4):
+            return False
+    return True
+
+
+def _batch_mixed(run: Runner, case: Case, out: Tensor) -> bool:
+    """Sequence 0's output changes when only the other sequences of the batch change."""
+    args = tuple(
+        torch.cat([a[:1], a[1:].flip(-1) * 1.5]) if torch.is_tensor(a) and a.dim() == 3 else a
+        for a in case.args
+    )
+    value, error, calls = run.attempt(args, {})
+    if error is not None or calls or not isinstance(value, tuple) or not torch.is_tensor(value[0]):
+        return False
+    return value[0].shape == out.shape and not run.close(
+        value[0][0].detach(), out[0].detach(), 1e-6, 1e-5
+    )
+
+
 def _check(run: Runner, case: Case, xq, xkv, wq, wk, wv, mask, kv_name: str) -> None:
     __tracebackhide__ = True
     exp_out, exp_w = case.data["expected"]
@@ -132,6 +164,17 @@ def _check(run: Runner, case: Case, xq, xkv, wq, wk, wv, mask, kv_name: str) -> 
             )
             if message:
                 run.fail(message, case)
+    if xq.dim() == 3 and mask is None and torch.is_tensor(out) and out.shape == exp_out.shape:
+        if not run.close(out.detach(), exp_out, 1e-5, 1e-4) and _right_per_sequence(run, case):
+            if _batch_mixed(run, case, out):  # else an axis counted from the front: diagnosed below
+                run.fail(
+                    "your function is right on each sequence alone but wrong on the batch: the "
+                    "batch elements are mixed (changing sequence 1 changes the output of "
+                    "sequence 0; e.g. a reshape to (B*T, C) lets tokens of different sequences "
+                    "attend to each other); keep the batch axis, x @ w works on (B, T, C)",
+                    case,
+                )
+
     q, k, v = xq @ wq, xkv @ wk, xkv @ wv
     C_q, C_kv = xq.shape[-1], xkv.shape[-1]
     widths = {"C": (C_q, "the model width") if C_q == C_kv else (C_q, "the width of x_q")}

@@ -180,6 +180,22 @@ def _error_hint(exc: BaseException, case: Case) -> str:
     return _signature_hint(exc, "apply_rope(x, base=10000.0)")
 
 
+def _leading_dims_hint(run: Runner, exc: BaseException, case: Case) -> str:
+    """Evidence that the crash comes from the leading dims: the same rows as one (T, D) runs."""
+    x = case.args[0] if case.args else None
+    if not isinstance(x, Tensor) or x.dim() < 3 or not isinstance(exc, (RuntimeError, IndexError)):
+        return ""
+    flat = x.reshape(-1, *x.shape[-2:])[0].clone()  # (T, D): the first sequence alone
+    _, error, calls = run.attempt((flat, *case.args[1:]), dict(case.kwargs))
+    if error is not None or calls:
+        return ""
+    return (
+        f"your function runs on one (T, D) sequence but fails on x of shape {tuple(x.shape)}: "
+        f"read T and D from the last two axes, x.shape[-2] and x.shape[-1] (x.shape[0] is a "
+        f"batch axis here), so the (T, D/2) angles broadcast over the leading dims"
+    )
+
+
 def check_apply_rope(apply_rope, hidden: bool = False) -> None:
     """Check ``apply_rope(x, base=10000.0)`` on (B, H, T, D) inputs against the package's
     RotaryEmbedding (x's dtype kept), and the ValueError for an odd D."""
@@ -194,7 +210,16 @@ def check_apply_rope(apply_rope, hidden: bool = False) -> None:
             return _ref.RotaryEmbedding(x.shape[-1], base)(x)
 
     run = Runner(
-        "check_apply_rope", apply_rope, forbidden, hidden, _error_hint, reference=reference
+        "check_apply_rope",
+        apply_rope,
+        forbidden,
+        hidden,
+        lambda e, c: (
+            _error_hint(e, c)
+            if "unpack" in str(e)
+            else (_leading_dims_hint(run, e, c) or _error_hint(e, c))
+        ),
+        reference=reference,
     )
     g = generator(11 if hidden else 0)
     specs = [(2, 3, 9, 8, 10000.0), (1, 1, 6, 4, 10000.0), (1, 2, 12, 16, 100.0)]

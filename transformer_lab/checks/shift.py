@@ -6,6 +6,8 @@ offset_dot_product(k, d_model, base=10000.0) -> float32 of k's shape, p_t . p_(t
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import Tensor
 
@@ -64,6 +66,12 @@ def _shift_mistakes(k, C, base) -> list[Mistake]:
         Mistake(
             "the block is not a rotation: one sin needs a minus sign, [[cos, -sin], [sin, cos]]",
             lambda: _shift(k, C, base, tr=1.0, bl=1.0),
+        ),
+        Mistake(
+            "you raised M_1 to the power k element by element (m ** k): the shift by k is the "
+            "matrix power M_1 @ ... @ M_1 (torch.linalg.matrix_power), i.e. the rotation by "
+            "the angles k * theta_i",
+            lambda: _shift(1, C, base).double().pow(k).float(),
         ),
         Mistake(
             "your matrix is M_1 whatever `k` is: the function ignores `k` (the angles are "
@@ -313,11 +321,38 @@ def check_offset_dot_product(offset_dot_product, hidden: bool = False) -> None:
                         f"term per pair (C/2 of them)",
                         case,
                     )
+            flat = got.detach().double().flatten()
+            if len(flat) > 1 and torch.isfinite(flat).all() and torch.allclose(flat, flat[:1]):
+                run.fail(
+                    f"your value is {flat[0].item():.4g} for every offset k, a constant: a pair's "
+                    f"sin^2 + cos^2 = 1 is its length; the dot product multiplies position t's "
+                    f"pair by position t + k's, giving sum_i cos(k theta_i), which depends on k",
+                    case,
+                )
+            single = _single_cos_evidence(got, k, C)
+            if single is not None:
+                run.fail(single, case)
             found = _offset_evidence(got, expected, k, C, base)
             if found is not None:
                 run.fail(found, case, named=False)
             run.explain(got, expected, case, (), 1e-4, 1e-5)
     run.passed()
+
+
+def _single_cos_evidence(got: Tensor, k: Tensor, C: int) -> str | None:
+    """got = (C/2) cos(k a) for one angle a: one frequency where each pair has its own."""
+    g, kk, half = got.double().flatten(), k.double().flatten(), C // 2
+    one = (kk == 1).nonzero()
+    if len(one) == 0 or not torch.isfinite(g).all() or (g.abs() > half + 1e-4).any():
+        return None
+    a = math.acos(max(-1.0, min(1.0, float(g[one[0, 0]]) / half)))
+    if not torch.allclose(g, half * torch.cos(kk * a), atol=1e-3):
+        return None
+    return (
+        f"your values are (C/2) cos(k a) with a single angle a = {a:.4g} for every pair: each "
+        f"pair turns at its own frequency, so add the terms one by one, sum_i cos(k theta_i), "
+        f"not one cos of a combined angle"
+    )
 
 
 def _offset_evidence(got: Tensor, expected: Tensor, k: Tensor, C: int, base: float) -> str | None:
