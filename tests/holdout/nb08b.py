@@ -111,7 +111,7 @@ def conv_weight_patch_transposed(linear, patch_size, n_channels):
 
 
 # ---------------------------------------------------------------- vit_embed
-@wrong("vit_embed", "cls|\\[cls\\]|first|end|last")
+@wrong("vit_embed", "cls|[cls]|first|end|last")
 def vit_cls_at_end(images, patch_size, w_e, b_e, cls_token, pos):
     patches = ref_patchify(images, patch_size) @ w_e + b_e
     cls = cls_token.expand(images.shape[0], 1, -1)
@@ -132,7 +132,7 @@ def vit_pos_on_patches_only(images, patch_size, w_e, b_e, cls_token, pos):
     return torch.cat([cls, patches], dim=1)
 
 
-@wrong("vit_embed", "bias|cls|\\[cls\\]")
+@wrong("vit_embed", "bias|cls|[cls]")
 def vit_bias_on_cls_too(images, patch_size, w_e, b_e, cls_token, pos):
     patches = ref_patchify(images, patch_size) @ w_e
     cls = cls_token.expand(images.shape[0], 1, -1)

@@ -74,7 +74,7 @@ def merge_in_place(m1, l1, o1, m2, l2, o2):
 def _tiled(q, k, v, block_size, mask=None, scale=None, last=True, norm=True, zero_guard=True):
     S = k.shape[-2]
     m = torch.full((*q.shape[:-1], 1), float("-inf"))
-    l = torch.zeros_like(m)
+    den = torch.zeros_like(m)
     o = torch.zeros(*q.shape[:-1], v.shape[-1])
     stop_at = S if last else (S // block_size) * block_size
     for start in range(0, stop_at, block_size):
@@ -84,10 +84,10 @@ def _tiled(q, k, v, block_size, mask=None, scale=None, last=True, norm=True, zer
             scores = scores.masked_fill(~mask[..., start:stop], float("-inf"))
         m_b = scores.amax(-1, keepdim=True)
         p = torch.exp(scores - torch.where(torch.isfinite(m_b), m_b, torch.zeros_like(m_b)))
-        m, l, o = ref_merge(m, l, o, m_b, p.sum(-1, keepdim=True), p @ v[..., start:stop, :])
+        m, den, o = ref_merge(m, den, o, m_b, p.sum(-1, keepdim=True), p @ v[..., start:stop, :])
     if not norm:
         return o
-    return o / (torch.where(l > 0, l, torch.ones_like(l)) if zero_guard else l)
+    return o / (torch.where(den > 0, den, torch.ones_like(den)) if zero_guard else den)
 
 
 @wrong("tiled_attention", "scale|sqrt")
@@ -100,7 +100,7 @@ def tiled_drops_partial_block(q, k, v, block_size, mask=None):
     return _tiled(q, k, v, block_size, mask, last=False)
 
 
-@wrong("tiled_attention", "normal|divide|l\\b|sum")
+@wrong("tiled_attention", "normal|divide|sum")
 def tiled_no_normalisation(q, k, v, block_size, mask=None):
     return _tiled(q, k, v, block_size, mask, norm=False)
 
@@ -114,7 +114,7 @@ def tiled_nan_for_empty_rows(q, k, v, block_size, mask=None):
 def tiled_mask_not_sliced(q, k, v, block_size, mask=None):
     S = k.shape[-2]
     m = torch.full((*q.shape[:-1], 1), float("-inf"))
-    l = torch.zeros_like(m)
+    den = torch.zeros_like(m)
     o = torch.zeros(*q.shape[:-1], v.shape[-1])
     for start in range(0, S, block_size):
         stop = min(start + block_size, S)
@@ -123,15 +123,15 @@ def tiled_mask_not_sliced(q, k, v, block_size, mask=None):
             scores = scores.masked_fill(~mask[..., : stop - start], float("-inf"))  # first columns
         m_b = scores.amax(-1, keepdim=True)
         p = torch.exp(scores - torch.where(torch.isfinite(m_b), m_b, torch.zeros_like(m_b)))
-        m, l, o = ref_merge(m, l, o, m_b, p.sum(-1, keepdim=True), p @ v[..., start:stop, :])
-    return o / torch.where(l > 0, l, torch.ones_like(l))
+        m, den, o = ref_merge(m, den, o, m_b, p.sum(-1, keepdim=True), p @ v[..., start:stop, :])
+    return o / torch.where(den > 0, den, torch.ones_like(den))
 
 
-@wrong("tiled_attention", "value|v\\b|block")
+@wrong("tiled_attention", "value|block")
 def tiled_values_from_first_block(q, k, v, block_size, mask=None):
     S = k.shape[-2]
     m = torch.full((*q.shape[:-1], 1), float("-inf"))
-    l = torch.zeros_like(m)
+    den = torch.zeros_like(m)
     o = torch.zeros(*q.shape[:-1], v.shape[-1])
     for start in range(0, S, block_size):
         stop = min(start + block_size, S)
@@ -140,8 +140,10 @@ def tiled_values_from_first_block(q, k, v, block_size, mask=None):
             scores = scores.masked_fill(~mask[..., start:stop], float("-inf"))
         m_b = scores.amax(-1, keepdim=True)
         p = torch.exp(scores - torch.where(torch.isfinite(m_b), m_b, torch.zeros_like(m_b)))
-        m, l, o = ref_merge(m, l, o, m_b, p.sum(-1, keepdim=True), p @ v[..., : stop - start, :])
-    return o / torch.where(l > 0, l, torch.ones_like(l))
+        m, den, o = ref_merge(
+            m, den, o, m_b, p.sum(-1, keepdim=True), p @ v[..., : stop - start, :]
+        )
+    return o / torch.where(den > 0, den, torch.ones_like(den))
 
 
 # ---------------------------------------------------------------- grouped_query_attention
@@ -162,7 +164,7 @@ def gqa_no_check(q, k, v):
     return scaled_dot_product_attention(q, k, v)[0]
 
 
-@wrong("grouped_query_attention", "value|v\\b|key")
+@wrong("grouped_query_attention", "value|key")
 def gqa_values_not_expanded(q, k, v):
     group = q.shape[1] // k.shape[1]
     k = k.repeat_interleave(group, 1)
