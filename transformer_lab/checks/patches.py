@@ -69,6 +69,11 @@ def _patchify_mistakes(x: Tensor, P: int) -> list[Mistake]:
                 x.reshape(B, C, gw, P, gh, P).permute(0, 2, 4, 1, 3, 5).reshape(B, -1, C * P * P)
             ),
         ),
+        Mistake(
+            "the batch axis is mixed into the patches: you built (N, B, ...) and reshaped it to "
+            "(B, N, ...); keep the batch axis first when you permute, (B, H/P, W/P, C, P, P)",
+            lambda: _vit.patchify(x, P).transpose(0, 1).reshape(B, gh * gw, C * P * P),
+        ),
     ]
 
 
@@ -128,6 +133,11 @@ def check_patchify(patchify, hidden: bool = False) -> None:
                 return "that is (B, C*P*P, N): the patches should be the rows, transpose the last two axes"
             if len(got) == 3 and got[0] == B and got[1] > N:
                 return f"N should be (H/P)(W/P) = {N}: patches must not overlap (stride = P)"
+            if got == (N, B, C * P * P) and N != B:
+                return (
+                    "that is (N, B, C*P*P): the patches are stacked on dim 0, in front of the batch; "
+                    "stack them on dim 1 (or transpose dims 0 and 1) to get (B, N, C*P*P)"
+                )
             return None
 
         expected = _vit.patchify(x, P)

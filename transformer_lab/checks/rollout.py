@@ -82,6 +82,23 @@ def _rollout_mistakes(attentions: list[Tensor]) -> list[Mistake]:
             lambda: torch.stack(mixed).prod(0),
         ),
         Mistake(
+            "each layer's matrix is transposed: row i of A holds what token i reads (its query "
+            "row), so use 0.5 * mean_h(W) + 0.5 * I as it is, without transposing",
+            lambda: compose([m.transpose(-1, -2) for m in mixed]),
+        ),
+        Mistake(
+            "your rollout is transposed: R[b, i, j] is how much token i draws from token j, rows "
+            "are the reading tokens (R = A_L ... A_1, no transpose)",
+            lambda: compose(mixed).transpose(-1, -2),
+        ),
+        *[
+            Mistake(
+                f"only head {h} is used: average the heads (mean over dim 1) before mixing in I",
+                lambda h=h: compose([0.5 * a[:, h] + 0.5 * eye for a in attentions]),
+            )
+            for h in range(attentions[0].shape[1])
+        ],
+        Mistake(
             "the mean is taken over dim 0 (the batch) instead of dim 1 (the heads): each image "
             "keeps its own rollout, only the heads are averaged",
             lambda: compose([0.5 * a.mean(dim=0) + 0.5 * eye for a in attentions]),
@@ -109,6 +126,9 @@ def check_attention_rollout(attention_rollout, hidden: bool = False) -> None:
             f"{L} layers of (B={B}, H={H}, T={T})", (attentions,), {}, f"{L} x ({B}, {H}, {T}, {T})"
         )
         expected = _interpret.attention_rollout(attentions)
+        _, error, _ = run.attempt(([a.clone() for a in attentions],), {})
+        if error is not None and (found := _wrong_dim_probe(run)):
+            run.fail(f"your function raised {type(error).__name__} here; {found}", case)
         value = run.call(case)
         if isinstance(value, (list, tuple)):
             run.fail(
@@ -188,4 +208,23 @@ def _mix_evidence(run: Runner, out: Tensor, attentions: list[Tensor], student=No
                     f"your result is the rollout of layers {start}..{stop - 1} only, out of "
                     f"{L}: the first layer, or the last, is left out; compose every layer"
                 )
+    return None
+
+
+def _wrong_dim_probe(run: Runner) -> str | None:
+    """The student's function crashed: with as many heads as tokens (H = T) an average over the
+    wrong dim no longer crashes, and the result says which dim was averaged."""
+    probe = _random_attentions(generator(8042), 2, 2, 4, 4)  # L=2, B=2, H=T=4
+    got, error, calls = run.attempt(([a.clone() for a in probe],), {})
+    if error is not None or calls or not TRUSTED.is_tensor(got):
+        return None
+    eye = torch.eye(4)
+    names = {0: "dim 0 (the batch)", 2: "dim 2 (the queries)", 3: "the last dim (the keys)"}
+    for dim, name in names.items():
+        a1, a2 = (0.5 * w.mean(dim=dim) + 0.5 * eye for w in probe)
+        if got.shape == a1.shape and run.close(got.detach(), a2 @ a1, 1e-5, 1e-5):
+            return (
+                f"you average over {name}; average over the heads, dim 1: mean(dim=1) turns "
+                f"(B, H, T, T) into (B, T, T)"
+            )
     return None

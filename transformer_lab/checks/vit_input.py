@@ -134,6 +134,8 @@ def _embed_evidence(run: Runner, out: Tensor, expected: Tensor, args) -> str | N
     close = lambda a, b: a.shape == b.shape and run.close(a, b, 1e-4, 1e-4)  # noqa: E731
     cls_ok, patches_ok = close(out[:, 0], expected[:, 0]), close(out[:, 1:], expected[:, 1:])
     terms = {"b_e": b_e, "pos[0]": pos[0], "cls_token": cls_token, "pos[1]": pos[1]}
+    if close(out - expected, pos.expand_as(out)):
+        return "the position table pos is added twice, to every token: add it once"
     if patches_ok and not cls_ok:
         delta = out[:, 0] - expected[:, 0]  # (B, C)
         for name, term in terms.items():
@@ -148,9 +150,12 @@ def _embed_evidence(run: Runner, out: Tensor, expected: Tensor, args) -> str | N
     if not cls_ok or patches_ok:
         return None
     mine, want = out[:, 1:] - pos[1:], expected[:, 1:] - pos[1:]  # patch embeddings, no positions
-    for name, term in (("b_e", b_e), ("pos", None)):
-        if term is not None and close(mine - want, term.expand_as(mine)):
-            return f"[CLS] is right, but the patch embeddings have {name} added twice"
+    for name, term in (("b_e", b_e), ("their positions pos[1:]", pos[1:])):
+        if close(mine - want, term.expand_as(mine)):
+            return (
+                f"[CLS] is right, but the patch embeddings have {name} added twice: add each "
+                f"term once (the position table once, to the whole sequence)"
+            )
     for shown, a, e in (("patches @ w_e + b_e", mine, want),
                         ("patches @ w_e", mine - b_e, want - b_e)):  # fmt: skip
         found = _constant_factor(a.double(), e.double(), {"D": C, "C_in": w_e.shape[0]})
@@ -227,6 +232,11 @@ def _sin2d_mistakes(h: int, w: int, C: int, base: float) -> list[Mistake]:
             ).reshape(h * w, C),
         ),
         Mistake(
+            "each sin/cos pair is in the wrong order (cos first): the 1-D encoding puts sin in "
+            "the even channels and cos in the odd ones, in each half",
+            lambda: grid(rows, cols, h, w).reshape(h * w, C // 2, 2).flip(-1).reshape(h * w, C),
+        ),
+        Mistake(
             "the rows are encoded with the column count and the columns with the row count (h and "
             "w swapped); the row index runs over grid_h",
             lambda: grid(
@@ -265,6 +275,9 @@ def check_sinusoidal_2d(sinusoidal_2d, hidden: bool = False) -> None:
             f"grid_h={h}, grid_w={w}, d_model={C}, base={base:g}",
         )
         expected = _positional.sinusoidal_encoding_2d(h, w, C, base)
+        _, error, _ = run.attempt((h, w, C), {"base": base})
+        if error is not None and (message := _square_grid_probe(run, h, w, C, base)):
+            run.fail(f"your function raised {type(error).__name__} here; {message}", case)
         out = run.expect_tensor(run.call(case), case, expected.shape, torch.float32, "encoding")
         if not run.close(out, expected, 1e-5, 1e-5):
             message = run.diagnose(out, _sin2d_mistakes(h, w, C, base), 1e-5, 1e-5)
@@ -273,6 +286,7 @@ def check_sinusoidal_2d(sinusoidal_2d, hidden: bool = False) -> None:
                 if run.close(out, default, 1e-5, 1e-5):
                     message = "the base argument is ignored: pass it on to the 1-D encoding"
             message = message or _halves_evidence(run, out, expected, h, w, C)
+            message = message or _square_grid_probe(run, h, w, C, base)
             if message:
                 run.fail(message, case)
             case.data["axes"] = ("patch", "channel")
@@ -312,4 +326,22 @@ def _halves_evidence(run: Runner, out: Tensor, expected: Tensor, h: int, w: int,
     return (
         f"the {'row' if rows_ok else 'column'} half is right, but the {where} C/2 channels (the "
         f"{name} code) are not: they should be the 1-D encoding (width C/2) of each patch's {name}"
+    )
+
+
+def _square_grid_probe(run: Runner, h: int, w: int, C: int, base: float) -> str | None:
+    """Wrong (or crashing) on a grid_h x grid_w grid with grid_h != grid_w, right on square
+    grids of both sizes: the two sizes are mixed up somewhere."""
+    if h == w:
+        return None
+    for n in (h, w):
+        out, error, calls = run.attempt((n, n, C), {"base": base})
+        want = _positional.sinusoidal_encoding_2d(n, n, C, base)
+        if error is not None or calls or not isinstance(out, Tensor) or out.shape != want.shape:
+            return None
+        if not run.close(out.detach().float(), want, 1e-5, 1e-5):
+            return None
+    return (
+        f"right on square grids, but not on this {h} x {w} one: grid_h and grid_w are mixed up "
+        f"somewhere; the rows run over grid_h = {h} (first half), the columns over grid_w = {w}"
     )
