@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 
 import torch
+from torch import Tensor
 
 from transformer_lab import gqa as _gqa
 from transformer_lab import masks as _masks
@@ -91,6 +92,9 @@ def _gqa_mistakes(q, k, v) -> list[Mistake]:
         for name, value in (
             (f"D = {D}", D), (f"sqrt(S) = sqrt({S})", math.sqrt(S)), (f"sqrt(T) = sqrt({T})", math.sqrt(T)),
             (f"sqrt(H) = sqrt({H})", math.sqrt(H)), ("sqrt(H * D)", math.sqrt(H * D)), ("2", 2.0),
+            (f"sqrt(D * H / H_kv) = sqrt({D * group})", math.sqrt(D * group)),
+            (f"sqrt(D / (H / H_kv)) = sqrt({D / group:g})", math.sqrt(D / group)),
+            (f"sqrt(H_kv * D) = sqrt({H_kv * D})", math.sqrt(H_kv * D)),
         )
         if abs(value - math.sqrt(D)) > 1e-9
     ]  # fmt: skip
@@ -143,6 +147,7 @@ def check_grouped_query_attention(grouped_query_attention, hidden: bool = False)
         out = run.expect_tensor(run.call(case), case, expected.shape, expected.dtype, "output")
         if not run.close(out, expected, 1e-5, 1e-5):
             message = run.diagnose(out, _gqa_mistakes(q, k, v), 1e-5, 1e-5)
+            message = message or _scale_fit(run, out, q, k, v)
             if message:
                 run.fail(message, case)
             case.data.update(
@@ -159,6 +164,22 @@ def check_grouped_query_attention(grouped_query_attention, hidden: bool = False)
         "H not a multiple of H_kv",
     )
     run.passed()
+
+
+def _scale_fit(run: Runner, out: Tensor, q: Tensor, k: Tensor, v: Tensor) -> str | None:
+    """Is the output right for some other divisor c of the scores (q k^T / c)? Found by a scan."""
+    group = q.shape[1] // k.shape[1]
+    kr, vr = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)
+    D = q.shape[-1]
+    for c in torch.logspace(-2, 3, 400, dtype=torch.float64).tolist():
+        if abs(c - math.sqrt(D)) > 1e-3 * c and run.close(
+            out, _attend(q, kr, vr, scale=c), 1e-4, 1e-4
+        ):
+            return (
+                f"your scores are divided by about {c:.3g}, not by sqrt(D) = {math.sqrt(D):.3g}: "
+                f"scale q k^T by 1 / sqrt(d_head), the size of one head"
+            )
+    return None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -238,6 +259,13 @@ def check_kv_cache_bytes(kv_cache_bytes, hidden: bool = False) -> None:
                           f"not bytes; return the number of bytes"))  # fmt: skip
         known.append((expected // T * (T + 1), "one token too many: the cache holds exactly "
                       "seq_len tokens (seq_len + 1 used)"))  # fmt: skip
+        for name, f in (("n_layers", L), ("n_kv_heads", H_kv), ("d_head", D), ("seq_len", T),
+                        ("batch", B), ("bytes_per_value", nbytes)):  # fmt: skip
+            for d in (-1, 1):
+                if f >= 3 and (name, d) != ("seq_len", 1):  # f, f +- 1 tell apart
+                    known.append((expected // f * (f + d), f"{name} is off by one: you used "
+                                  f"{name} {'-' if d < 0 else '+'} 1 (the formula takes {name} "
+                                  f"itself, {f} here)"))  # fmt: skip
         matches = {message for n, message in known if n == value and n != expected}
         hint = matches.pop() if len(matches) == 1 else None  # two explanations fit: name neither
         if hint is None and len(kwargs) < 2:  # the defaults: rerun with them spelled out

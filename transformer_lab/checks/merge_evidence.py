@@ -57,6 +57,13 @@ def _rescaling_evidence(got, args, both) -> str | None:
         ("exp(m - m1) and exp(m - m2) (inverted)", torch.exp(safe - m1), torch.exp(safe - m2)),
         ("exp(m1) and exp(m2) (not shifted by the maximum m)", torch.exp(m1), torch.exp(m2)),
         ("half of exp(m1 - m) and exp(m2 - m) (the sets averaged)", a1 / 2, a2 / 2),
+        ("exp(m1 - m) for both sets (the second set's factor is exp(m2 - m))", a1, a1),
+        ("exp(m2 - m) for both sets (the first set's factor is exp(m1 - m))", a2, a2),
+        (
+            "2^(m1 - m) and 2^(m2 - m) (exp2: the base of the softmax is e, use exp)",
+            torch.exp2(m1 - safe),
+            torch.exp2(m2 - safe),
+        ),
     ]
     if not both.any():
         return None
@@ -82,10 +89,33 @@ def _rescaling_evidence(got, args, both) -> str | None:
                     f"rescaled to it by exp(m1 - m) and exp(m2 - m)"
                 )
         return None
-    if l_name is None or o_name is None or (l_name == right and o_name == right):
+    if l_name is None or o_name is None:
+        return _common_factor(got, a1 * l1 + a2 * l2, a1 * o1 + a2 * o2, both)
+    if l_name == right and o_name == right:
         return None
     parts = [f"{x} is multiplied by {n}" for x, n in (("l", l_name), ("o", o_name)) if n != right]
     return (
         "; ".join(parts)
         + f": both sets must be rescaled to m = max(m1, m2), l by {right} and o by the same factors"
+    )
+
+
+def _common_factor(got, l_want, o_want, both) -> str | None:
+    """l and o both off by the same factor per query (so o / l is right): the two sets were
+    rescaled consistently, but to a shift other than the merged maximum m."""
+    _, l, o = got  # noqa: E741
+    if l.shape != l_want.shape or o.shape != o_want.shape:
+        return None
+    rows = both & (l_want[..., 0] > 0)
+    if not rows.any():
+        return None
+    r = l[rows] / l_want[rows]  # (n, 1)
+    if not torch.allclose(o[rows], r * o_want[rows], atol=1e-5, rtol=1e-4):
+        return None
+    if torch.allclose(r, torch.ones_like(r), atol=1e-5, rtol=1e-5):
+        return None
+    return (
+        "l and o are both off by the same factor on some queries (o / l is right): they are "
+        "rescaled to a shift other than the merged maximum m; subtract m itself, "
+        "exp(m1 - m) and exp(m2 - m), using 0 only where m is -inf"
     )

@@ -21,7 +21,7 @@ from transformer_lab.checks.merge_evidence import (
     _rescaling_evidence,
     _tuple_order,
 )
-from transformer_lab.checks.tiling_probe import _tiling_probe
+from transformer_lab.checks.tiling_probe import _row_factor, _tiling_probe, _weights_probe
 
 __all__ = ["check_merge_softmax_stats", "check_tiled_attention"]
 
@@ -361,6 +361,7 @@ def check_tiled_attention(tiled_attention, hidden: bool = False) -> None:
                         case,
                     )
         message = run.diagnose(out, _tiled_mistakes(q, k, v, block, mask), 1e-5, 1e-5)
+        message = message or _row_factor(run, out, expected) or _weights_probe(run)
         if message:
             run.fail(message, case)
         case.data["variations"] = [("mask", {"mask": None})] if mask is not None else []

@@ -75,3 +75,56 @@ def _tiling_probe(run: Runner) -> None:
         f"{block}) scores exist at a time.",
         case,
     )
+
+
+def _row_factor(run: Runner, out: Tensor, expected: Tensor) -> str | None:
+    """Every query's output is the reference's times a factor of its own (not 1): the weights
+    are right relative to each other, but the division by their sum is missing or wrong."""
+    if out.shape != expected.shape or out.shape[-1] < 2:
+        return None
+    rows = expected.abs().amax(-1) > 1e-3  # (..., T)
+    if not rows.any():
+        return None
+    e, o = expected[rows], out[rows]  # (n, Dv)
+    i = e.abs().argmax(-1, keepdim=True)
+    r = o.gather(-1, i) / e.gather(-1, i)  # (n, 1)
+    if not run.close(o, r * e, 1e-4, 1e-4) or run.close(r, torch.ones_like(r), 1e-4, 1e-4):
+        return None
+    return (
+        "each query's output is the right one times a factor of its own: the final division by "
+        "the running sum l is missing or divides by something else; return o / l after the loop"
+    )
+
+
+def _weights_probe(run: Runner) -> str | None:
+    """With v the identity the output is each query's weights over the keys. Compared with the
+    softmax: keys counted twice (overlapping blocks), or blocks weighed wrongly against each
+    other (earlier blocks not rescaled to the new maximum)."""
+    g = generator(9911)
+    T, S, D, block = 4, 10, 4, 4
+    q, k = torch.randn(T, D, generator=g), torch.randn(S, D, generator=g)
+    got, error, calls = run.attempt((q.clone(), k.clone(), torch.eye(S), block), {})
+    if error is not None or calls or not TRUSTED.is_tensor(got) or got.shape != (T, S):
+        return None
+    got = got.detach().double()
+    want = torch.softmax(q.double() @ k.double().T / D**0.5, -1)  # (T, S)
+    if run.close(got, want, 1e-5, 1e-5) or (got <= 0).any():
+        return None
+    ratio = got / want  # (T, S): how much more each key weighs than it should
+    rel = ratio / ratio.amin(-1, keepdim=True)
+    counts = rel.round()
+    if torch.allclose(rel, counts, atol=1e-3) and (counts == counts[:1]).all() and counts.max() > 1:
+        keys = torch.nonzero(counts[0] > 1).flatten().tolist()
+        return (
+            f"keys {keys} weigh {int(counts.max())} times too much, for every query: they are "
+            f"visited twice, the blocks overlap; step by block_size so each key is in one block"
+        )
+    starts = range(0, S, block)
+    per_block = [ratio[:, a : a + block] for a in starts]
+    if all(torch.allclose(p, p[:, :1].expand_as(p), rtol=1e-4, atol=0) for p in per_block):
+        return (
+            "within each block of keys the weights are right, but the blocks are weighed wrongly "
+            "against each other: when the running maximum grows, rescale l and o by "
+            "exp(m_old - m_new), computing the factors before you update m"
+        )
+    return None
