@@ -248,3 +248,90 @@ def rollout_full_identity(attentions):
 def rollout_last_layer_only(attentions):
     w = attentions[-1]
     return 0.5 * w.mean(1) + 0.5 * torch.eye(w.shape[-1])
+
+
+# ============================================================================ written after tuning
+# Measured once, not tuned on (see the module docstring).
+@wrong("patchify", "permut|order|channel")
+def post_patchify_unfold_no_permute(images, patch_size):
+    B, C, H, W = images.shape
+    P = patch_size
+    x = images.unfold(2, P, P).unfold(3, P, P)  # (B, C, H/P, W/P, P, P)
+    return x.reshape(B, (H // P) * (W // P), C * P * P)
+
+
+@wrong("patchify", "H/P|W/P|height|width|square")
+def post_patchify_square_count(images, patch_size):
+    B, C, H, W = images.shape
+    P = patch_size
+    x = images.reshape(B, C, H // P, P, W // P, P).permute(0, 2, 4, 1, 3, 5)
+    return x.reshape(B, (H // P) ** 2, C * P * P)
+
+
+@wrong("linear_to_conv", "transpos|order")
+def post_conv_weight_t(linear, patch_size, n_channels):
+    P, D = patch_size, linear.out_features
+    conv = nn.Conv2d(n_channels, D, kernel_size=P, stride=P)
+    with torch.no_grad():
+        conv.weight.copy_(linear.weight.t().reshape(D, n_channels, P, P))
+        conv.bias.copy_(linear.bias)
+    return conv
+
+
+@wrong("linear_to_conv", "bias")
+def post_conv_no_bias(linear, patch_size, n_channels):
+    P, D = patch_size, linear.out_features
+    conv = nn.Conv2d(n_channels, D, kernel_size=P, stride=P, bias=False)
+    with torch.no_grad():
+        conv.weight.copy_(linear.weight.view(D, n_channels, P, P))
+    return conv
+
+
+@wrong("vit_embed", "cls_token")
+def post_embed_cls_on_patches(images, patch_size, w_e, b_e, cls_token, pos):
+    patches = ref_patchify(images, patch_size) @ w_e + b_e + cls_token
+    cls = cls_token.expand(images.shape[0], 1, -1)
+    return torch.cat([cls, patches], dim=1) + pos
+
+
+@wrong("sinusoidal_2d", "grid_h|grid_w|row")
+def post_s2d_row_index_by_grid_h(grid_h, grid_w, d_model, base=10000.0):
+    if d_model % 4:
+        raise ValueError(f"d_model must be a multiple of 4, got {d_model}")
+    half = d_model // 2
+    n = torch.arange(grid_h * grid_w)
+    rows = sinusoidal_encoding(grid_h * grid_w, half, base)[n // grid_h]
+    cols = sinusoidal_encoding(grid_w, half, base)[n % grid_w]
+    return torch.cat([rows, cols], -1)
+
+
+@wrong("sinusoidal_2d", "float32|dtype")
+def post_s2d_float64(grid_h, grid_w, d_model, base=10000.0):
+    if d_model % 4:
+        raise ValueError(f"d_model must be a multiple of 4, got {d_model}")
+    half = d_model // 2
+    rows, cols = sinusoidal_encoding(grid_h, half, base), sinusoidal_encoding(grid_w, half, base)
+    grid = torch.cat(
+        [rows[:, None].expand(grid_h, grid_w, half), cols[None].expand(grid_h, grid_w, half)], -1
+    )
+    return grid.reshape(-1, d_model).double()
+
+
+@wrong("attention_rollout", "residual|identity|every layer|first")
+def post_rollout_residual_once(attentions):
+    rollout = None
+    for w in attentions:
+        if rollout is None:
+            rollout = 0.5 * w.mean(1) + 0.5 * torch.eye(w.shape[-1])
+        else:
+            rollout = w.mean(1) @ rollout
+    return rollout
+
+
+@wrong("attention_rollout", "head|mean|average")
+def post_rollout_per_head_then_mean(attentions):
+    rollout = None
+    for w in attentions:
+        mixed = 0.5 * w + 0.5 * torch.eye(w.shape[-1])  # (B, H, T, T), heads kept
+        rollout = mixed if rollout is None else mixed @ rollout
+    return rollout.mean(1)

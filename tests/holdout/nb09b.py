@@ -258,3 +258,87 @@ def swm_excludes_self(T, window):
         raise ValueError(f"window must be >= 1, got {window}")
     t, s = torch.arange(T)[:, None], torch.arange(T)[None]
     return (s < t) & (s >= t - window)
+
+
+# ============================================================================ written after tuning
+# Measured once, not tuned on (see the module docstring).
+def _safe(m):
+    return torch.where(torch.isfinite(m), m, torch.zeros_like(m))
+
+
+@wrong("merge_softmax_stats", "swap|exp(m1 - m)|exp(m2 - m)")
+def post_merge_o_factors_swapped(m1, l1, o1, m2, l2, o2):
+    m = torch.maximum(m1, m2)
+    a1, a2 = torch.exp(m1 - _safe(m)), torch.exp(m2 - _safe(m))
+    return m, a1 * l1 + a2 * l2, a2 * o1 + a1 * o2
+
+
+@wrong("merge_softmax_stats", "shift|m1")
+def post_merge_relative_to_m1(m1, l1, o1, m2, l2, o2):
+    m = torch.maximum(m1, m2)
+    shift = _safe(m1)
+    a1 = torch.where(torch.isfinite(m1), torch.ones_like(m1), torch.zeros_like(m1))
+    a2 = torch.exp(m2 - shift)
+    return m, a1 * l1 + a2 * l2, a1 * o1 + a2 * o2
+
+
+@wrong("tiled_attention", "sqrt|scale")
+def post_tiled_scale_by_d(q, k, v, block_size, mask=None):
+    return _tiled(q, k, v, block_size, mask, scale=1.0 / q.shape[-1])
+
+
+@wrong("tiled_attention", "running sum|initial|l = 0|start")
+def post_tiled_l_starts_at_one(q, k, v, block_size, mask=None):
+    S = k.shape[-2]
+    m = torch.full((*q.shape[:-1], 1), float("-inf"))
+    den = torch.ones_like(m)
+    o = torch.zeros(*q.shape[:-1], v.shape[-1])
+    for start in range(0, S, block_size):
+        stop = min(start + block_size, S)
+        scores = q @ k[..., start:stop, :].transpose(-2, -1) / math.sqrt(q.shape[-1])
+        if mask is not None:
+            scores = scores.masked_fill(~mask[..., start:stop], float("-inf"))
+        m_b = scores.amax(-1, keepdim=True)
+        p = torch.exp(scores - _safe(m_b))
+        m_new = torch.maximum(m, m_b)
+        a = torch.where(torch.isfinite(m), torch.exp(m - _safe(m_new)), torch.ones_like(m))
+        b = torch.exp(m_b - _safe(m_new))
+        den, o, m = (
+            a * den + b * p.sum(-1, keepdim=True),
+            a * o + b * (p @ v[..., start:stop, :]),
+            m_new,
+        )
+    return o / torch.where(den > 0, den, torch.ones_like(den))
+
+
+@wrong("grouped_query_attention", "h % H_kv|repeat_interleave|h // ")
+def post_gqa_expand_wrong_axis(q, k, v):
+    B, H, T, D = q.shape
+    H_kv, S = k.shape[1], k.shape[2]
+    if H % H_kv:
+        raise ValueError(f"H={H} is not a multiple of H_kv={H_kv}")
+    g = H // H_kv
+    k = k[:, None].expand(B, g, H_kv, S, D).reshape(B, H, S, D)
+    v = v[:, None].expand(B, g, H_kv, S, D).reshape(B, H, S, D)
+    return scaled_dot_product_attention(q, k, v)[0]
+
+
+@wrong("kv_cache_bytes", "bits|divid|// 8")
+def post_kv_divided_by_8(n_layers, n_kv_heads, d_head, seq_len, batch=1, bytes_per_value=2):
+    return 2 * n_layers * n_kv_heads * d_head * seq_len * batch * bytes_per_value // 8
+
+
+@wrong("sliding_window_mask", "bool|dtype")
+def post_swm_long(T, window):
+    if window < 1:
+        raise ValueError(f"window must be >= 1, got {window}")
+    ones = torch.ones(T, T, dtype=torch.long)
+    return ones.tril() - ones.tril(-window)
+
+
+@wrong("sliding_window_mask", "last|recent|first")
+def post_swm_first_window_keys(T, window):
+    if window < 1:
+        raise ValueError(f"window must be >= 1, got {window}")
+    t, s = torch.arange(T)[:, None], torch.arange(T)[None]
+    return (s <= t) & (s < window)
