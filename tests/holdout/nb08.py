@@ -23,7 +23,7 @@ from transformer_lab import sinusoidal_encoding
 
 MISTAKES: list = []
 wrong = collector(MISTAKES, "08")
-NAMED_AT_LEAST = 0.90
+NAMED_AT_LEAST = 1.0
 
 
 def patchify(images, patch_size):

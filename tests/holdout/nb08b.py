@@ -1,7 +1,12 @@
 """Holdout mistakes for notebook 08 (second round), written from the notebook alone.
 
 Before tuning (report 08b): 25 mistakes, 24 named, 0 generic, 1 misleading (patchify_batch_mixed:
-"axes transposed"), 0 passed.
+"axes transposed"), 0 passed. After tuning: 25/25 named. Correction: sin2d_positions_from_one
+was "named" only because its words held a bare "1" (found in any numeric message); its words
+were tightened after the measurement, so it is really generic: before 23/25, after 24/25.
+Written after tuning, measured once: 9 mistakes, 6 named, 3 generic (vit_embed cls_token added
+to the patches; rollout with the residual in the first layer only; rollout per head, then the
+mean), 0 misleading, 0 passed. Not tuned on afterwards. Whole module: 30/34 = 0.88.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from transformer_lab.positional import sinusoidal_encoding
 
 MISTAKES: list = []
 wrong = collector(MISTAKES, "08")
-NAMED_AT_LEAST = 0.0
+NAMED_AT_LEAST = 0.88
 
 
 # ---------------------------------------------------------------- patchify
@@ -194,7 +199,7 @@ def sin2d_ignores_base(grid_h, grid_w, d_model, base=10000.0):
     return grid.reshape(-1, d_model)
 
 
-@wrong("sinusoidal_2d", "position|start|offset|1")
+@wrong("sinusoidal_2d", "offset|start|from 1|shift|position 0")
 def sin2d_positions_from_one(grid_h, grid_w, d_model, base=10000.0):
     if d_model % 4:
         raise ValueError(f"d_model must be a multiple of 4, got {d_model}")

@@ -25,7 +25,7 @@ from transformer_lab.masks import causal_mask
 
 MISTAKES: list = []
 wrong = collector(MISTAKES, "09")
-NAMED_AT_LEAST = 0.92
+NAMED_AT_LEAST = 1.0
 
 
 def _safe(m):
