@@ -5,6 +5,11 @@ Figures (named / generic / misleading / passed), measured on the checks as they 
 b8aeefb), before this round changed anything:
 - the first set (34 mistakes, everything above "written after tuning"): named 33, generic 1,
   misleading 0, passed 0 (97%). The generic one: the MLP's second layer uses w_1.T instead of w_2.
+- After tuning the checks on that set and on the unnamed ones of nb05/nb06/nb05b/nb06b (see
+  nb06c.py): first set 34 of 34 named; nb05 + nb05b + nb05c 177 of 177 before the set below.
+- The set "written after tuning" (5 mistakes, 1 per exercise), measured once and not tuned on:
+  named 5, generic 0, misleading 0, passed 0 (100%).
+Overall 39 of 39 named.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from transformer_lab import causal_mask
 
 MISTAKES: list = []
 wrong = collector(MISTAKES, "05")
-NAMED_AT_LEAST = 0.0
+NAMED_AT_LEAST = 1.0
 
 
 # ---------------------------------------------------------------- layer_norm
@@ -312,3 +317,47 @@ def cp_no_final_norm(config):
 @wrong("count_parameters", "d_ff|4C|4 *")
 def cp_d_ff_assumed_4c(config):
     return _count({**config, "d_ff": 4 * config["d_model"]})
+
+
+# ---------------------------------------------------------------- written after tuning
+# (measured once, after the checks were tuned on everything above; not tuned on)
+@wrong("layer_norm", "bias")
+def after_ln_bias_scaled_by_gain(x, gain, bias, eps=1e-5):
+    mean = x.mean(dim=-1, keepdim=True)
+    var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)
+    return ((x - mean) / torch.sqrt(var + eps) + bias) * gain
+
+
+@wrong("mlp", "scale|sqrt|divide")
+def after_mlp_hidden_scaled(x, w_1, b_1, w_2, b_2):
+    hidden = F.gelu(x @ w_1 + b_1) / w_1.shape[1] ** 0.5
+    return hidden @ w_2 + b_2
+
+
+@wrong("encoder_block", "norm")
+def after_enc_post_norms_swapped(x, layer, norm_first, mask=None):
+    if norm_first:
+        h = layer.self_attn_norm(x)
+        x = x + layer.self_attn(h, h, mask)
+        return x + layer.mlp(layer.mlp_norm(x))
+    x = layer.mlp_norm(x + layer.self_attn(x, x, mask))
+    return layer.self_attn_norm(x + layer.mlp(x))
+
+
+@wrong("decoder_block", "cross_attn_norm|norm")
+def after_dec_cross_uses_self_norm(x, memory, layer, norm_first, memory_mask=None):
+    causal = causal_mask(x.shape[1])
+    if norm_first:
+        h = layer.self_attn_norm(x)
+        x = x + layer.self_attn(h, h, causal)
+        x = x + layer.cross_attn(layer.self_attn_norm(x), memory, memory_mask)
+        return x + layer.mlp(layer.mlp_norm(x))
+    x = layer.self_attn_norm(x + layer.self_attn(x, x, causal))
+    x = layer.cross_attn_norm(x + layer.cross_attn(x, memory, memory_mask))
+    return layer.mlp_norm(x + layer.mlp(x))
+
+
+@wrong("count_parameters", "bias|b_1|d_ff|mlp")
+def after_cp_first_mlp_bias_of_size_c(config):
+    C, d_ff = config["d_model"], config["d_ff"]
+    return _count(config) - d_ff + C

@@ -6,6 +6,13 @@ b8aeefb), before this round changed anything:
 - the first set (40 mistakes, everything above "written after tuning"): named 38, generic 2,
   misleading 0, passed 0 (95%). The generic ones: the position vectors added after the layer norm;
   the labels selected in column order (labels.T[chosen.T]) against hidden[chosen] in row order.
+- After tuning the checks on that set, on nb05c's generic one and on the three generic ones of
+  nb06b (the sum divided by B, a squared error on the probabilities, the pooler applied twice):
+  first set 40 of 40 named; nb06 + nb06b + nb06c 185 of 185 before the set below.
+- The set "written after tuning" (5 mistakes, 1 per exercise), measured once and not tuned on:
+  named 4, generic 1, misleading 0, passed 0 (80%). The generic one: the logits divided by
+  sqrt(C) before the cross-entropy (a temperature) is reported as a differing value, unnamed.
+Overall 44 of 45 named.
 """
 
 from __future__ import annotations
@@ -18,7 +25,7 @@ from transformer_lab import masks
 
 MISTAKES: list = []
 wrong = collector(MISTAKES, "06")
-NAMED_AT_LEAST = 0.0
+NAMED_AT_LEAST = 0.97
 
 
 # ---------------------------------------------------------------- pair_inputs
@@ -326,3 +333,41 @@ def cl_pooler_skipped(hidden, pooler, classifier):
 @wrong("cls_logits", "shape|(B, n_classes)|[:, 0]")
 def cl_keeps_token_axis(hidden, pooler, classifier):
     return classifier(torch.tanh(pooler(hidden[:, :1])))
+
+
+# ---------------------------------------------------------------- written after tuning
+# (measured once, after the checks were tuned on everything above; not tuned on)
+@wrong("pair_inputs", "segment|token_type|SEP")
+def after_pi_last_sep_in_segment_zero(pairs, cls_id, sep_id, pad_id):
+    ids, segs, att = _pairs(pairs, cls_id, sep_id, pad_id)
+    for i, (a, b) in enumerate(pairs):
+        segs[i, len(a) + len(b) + 2] = 0  # the final [SEP]
+    return ids, segs, att
+
+
+@wrong("bert_embeddings", "sqrt|scale")
+def after_be_tokens_scaled_by_sqrt_c(input_ids, token_type_ids, attention_mask, tok_table, pos_table,
+                                     seg_table, norm):  # fmt: skip
+    T, C = input_ids.shape[1], tok_table.shape[1]
+    x = tok_table[input_ids] * C**0.5 + pos_table[:T] + seg_table[token_type_ids]
+    return norm(x), masks.padding_mask_from_attention_mask(attention_mask)
+
+
+@wrong("mlm_corrupt", "label|kept|unchanged")
+def after_mc_kept_tokens_unlabelled(
+    input_ids, mask_id, vocab_size, special_ids, p=0.15, generator=None
+):
+    inputs, labels = _corrupt(input_ids, mask_id, vocab_size, special_ids, p, generator)
+    return inputs, labels.masked_fill(inputs == input_ids, -100)
+
+
+@wrong("masked_lm_loss", "scale|sqrt|temperature|divide")
+def after_mll_logits_scaled(hidden, labels, head):
+    chosen = labels != -100
+    logits = head(hidden[chosen]) / hidden.shape[-1] ** 0.5
+    return F.cross_entropy(logits, labels[chosen])
+
+
+@wrong("cls_logits", "weight|transpose|pooler|.T")
+def after_cl_pooler_weight_not_transposed(hidden, pooler, classifier):
+    return classifier(torch.tanh(hidden[:, 0] @ pooler.weight + pooler.bias))
