@@ -235,6 +235,47 @@ def tiled_float64_inside(q, k, v, block_size, mask=None):
     return out.to(q.dtype)
 
 
+@correct("tiled_attention")
+def tiled_split_einsum(q, k, v, block_size, mask=None):
+    """Blocks from k.split and einsum: still only (T, block_size) scores at a time (the tiling
+    probe must not mistake it for the full score matrix)."""
+    m = l = o = None  # noqa: E741
+    starts = range(0, k.shape[-2], block_size)
+    for start, kb, vb in zip(starts, k.split(block_size, -2), v.split(block_size, -2)):
+        s = torch.einsum("...td,...sd->...ts", q, kb) / math.sqrt(q.shape[-1])
+        if mask is not None:
+            s = s.masked_fill(~mask[..., start : start + kb.shape[-2]], float("-inf"))
+        mb = s.amax(-1, keepdim=True)
+        p = torch.exp(s - _safe(mb))
+        if m is None:
+            m, l, o = mb, p.sum(-1, keepdim=True), p @ vb  # noqa: E741
+            continue
+        new = torch.maximum(m, mb)
+        a, b = torch.exp(m - _safe(new)), torch.exp(mb - _safe(new))
+        m, l, o = new, a * l + b * p.sum(-1, keepdim=True), a * o + b * (p @ vb)  # noqa: E741
+    return o / torch.where(l > 0, l, torch.ones_like(l))
+
+
+@correct("tiled_attention")
+def tiled_keys_transposed_once(q, k, v, block_size, mask=None):
+    """k transposed (and copied) once before the loop: an (S, D) copy, not (T, S) scores."""
+    kt = k.transpose(-2, -1).contiguous() / math.sqrt(q.shape[-1])  # (..., D, S)
+    S = k.shape[-2]
+    m = torch.full((*q.shape[:-1], 1), float("-inf"))
+    l = torch.zeros_like(m)  # noqa: E741
+    o = torch.zeros(*q.shape[:-1], v.shape[-1])
+    for start in range(0, S, block_size):
+        s = q @ kt[..., start : start + block_size]
+        if mask is not None:
+            s = torch.where(mask[..., start : start + block_size], s, float("-inf"))
+        new = torch.maximum(m, s.amax(-1, keepdim=True))
+        p = torch.exp(s - _safe(new))
+        a = torch.exp(m - _safe(new))
+        o = a * o + p @ v[..., start : start + block_size, :]
+        l, m = a * l + p.sum(-1, keepdim=True), new  # noqa: E741
+    return o / torch.where(l > 0, l, torch.ones_like(l))
+
+
 # ---------------------------------------------------------------------------------------------
 # grouped_query_attention(q, k, v)
 def _sdpa(q, k, v, scale=True):

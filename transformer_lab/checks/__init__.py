@@ -98,6 +98,7 @@ from transformer_lab.checks import blocks as _blocks_checks
 from transformer_lab.checks import blocks_evidence as _blocks_evidence
 from transformer_lab.checks import cost as _cost_checks
 from transformer_lab.checks import decoder as _decoder_checks
+from transformer_lab.checks import exercise_hints as _exercise_hints
 from transformer_lab.checks import fallback as _fallback
 from transformer_lab.checks import gpt as _gpt_checks
 from transformer_lab.checks import gpt_mistakes as _gpt_mistakes_checks
@@ -108,7 +109,9 @@ from transformer_lab.checks import leaks as _leak_checks
 from transformer_lab.checks import lm_loss as _lm_loss_checks
 from transformer_lab.checks import long_context as _long_context_checks
 from transformer_lab.checks import masks as _masks_checks
+from transformer_lab.checks import merge_evidence as _merge_evidence
 from transformer_lab.checks import mha as _mha_checks
+from transformer_lab.checks import patch_conv as _patch_conv_checks
 from transformer_lab.checks import patches as _patches_checks
 from transformer_lab.checks import positional as _positional_checks
 from transformer_lab.checks import projections as _projection_checks
@@ -121,6 +124,7 @@ from transformer_lab.checks import sizes as _sizes_checks
 from transformer_lab.checks import sizes_fit as _sizes_fit
 from transformer_lab.checks import softmax as _softmax_checks
 from transformer_lab.checks import tiled as _tiled_checks
+from transformer_lab.checks import tiling_probe as _tiling_probe
 from transformer_lab.checks import torch_mha as _torch_mha_checks
 from transformer_lab.checks import vit_input as _vit_input_checks
 from transformer_lab.checks._api import EXERCISES, diagnose
@@ -338,6 +342,10 @@ for _module in (
     _vit_input_checks,
     _rollout_checks,
     _tiled_checks,
+    _exercise_hints,
+    _patch_conv_checks,
+    _merge_evidence,
+    _tiling_probe,
     _long_context_checks,
     _decoder_checks,
     _residual_checks,

@@ -15,23 +15,29 @@ from transformer_lab import gqa as _gqa
 from transformer_lab import masks as _masks
 from transformer_lab.checks._core import Case, Mistake, Runner, describe_args, generator
 from transformer_lab.checks._integrity import Forbidden
-from transformer_lab.checks.patches import _expect_value_error, _hint
+from transformer_lab.checks.exercise_hints import _expect_value_error, _hint
 from transformer_lab.checks.tiled import _TORCH_ATTENTION
 
 __all__ = ["check_grouped_query_attention", "check_kv_cache_bytes", "check_sliding_window_mask"]
 
 
 # ---------------------------------------------------------------------------------------------
-def _attend(q, k, v, scale=True):
+def _attend(q, k, v, scale=True, mask=None):
     s = q @ k.transpose(-2, -1)
-    if scale:
+    if scale is True:
         s = s / math.sqrt(q.shape[-1])
+    elif scale:
+        s = s / scale
+    if mask is not None:
+        s = s.masked_fill(~mask, float("-inf"))
     return torch.softmax(s, dim=-1) @ v
 
 
 def _gqa_mistakes(q, k, v) -> list[Mistake]:
     H, H_kv = q.shape[1], k.shape[1]
     group = H // H_kv
+    T, S, D = q.shape[2], k.shape[2], q.shape[3]
+    kr, vr = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)
     return [
         Mistake(
             "query head h reads key/value head h % H_kv (k.repeat tiles the heads); it should read "
@@ -61,7 +67,53 @@ def _gqa_mistakes(q, k, v) -> list[Mistake]:
             "(repeat_interleave over the head dimension)",
             lambda: _attend(q, k.repeat_interleave(group, 1), v.repeat(1, group, 1, 1)),
         ),
-    ]
+        Mistake(
+            "the keys are used as the values too: the weights must average v, attend(q, k, v)",
+            lambda: _attend(q, kr, kr),
+        ),
+        Mistake(
+            "the keys and the values are swapped: scores come from q and k, the output averages v",
+            lambda: _attend(q, vr, kr),
+        ),
+        Mistake(
+            "a causal mask is applied; this exercise has no mask: every query sees every key",
+            lambda: _attend(q, kr, vr, mask=torch.ones(T, S, dtype=torch.bool).tril(S - T)),
+        ),
+        Mistake(
+            "a causal mask is applied; this exercise has no mask: every query sees every key",
+            lambda: _attend(q, kr, vr, mask=torch.ones(T, S, dtype=torch.bool).tril()),
+        ),
+    ] + [
+        Mistake(
+            f"the scores are divided by {name} instead of sqrt(D) = sqrt({D})",
+            lambda value=value: _attend(q, kr, vr, scale=value),
+        )
+        for name, value in (
+            (f"D = {D}", D), (f"sqrt(S) = sqrt({S})", math.sqrt(S)), (f"sqrt(T) = sqrt({T})", math.sqrt(T)),
+            (f"sqrt(H) = sqrt({H})", math.sqrt(H)), ("sqrt(H * D)", math.sqrt(H * D)), ("2", 2.0),
+        )
+        if abs(value - math.sqrt(D)) > 1e-9
+    ]  # fmt: skip
+
+
+def _gqa_tip(exc: BaseException, case: Case) -> str:
+    q, k = case.args[0], case.args[1]
+    H, H_kv = q.shape[1], k.shape[1]
+    return (
+        f"dim 1 holds the heads: q has H={H}, k and v H_kv={H_kv}; repeat each key/value head "
+        f"H // H_kv = {H // H_kv} times along dim 1 (repeat_interleave(H // H_kv, dim=1)) so "
+        f"that they have H heads too"
+    )
+
+
+def _window_tip(exc: BaseException, case: Case) -> str:
+    T, w = case.args
+    if w > T:
+        return (
+            f"it fails when the window ({w}) is longer than the sequence (T={T}): then every "
+            f"query sees all earlier keys, the plain causal mask"
+        )
+    return ""
 
 
 def check_grouped_query_attention(grouped_query_attention, hidden: bool = False) -> None:
@@ -77,7 +129,7 @@ def check_grouped_query_attention(grouped_query_attention, hidden: bool = False)
             _TORCH_ATTENTION,
         ],
         hidden,
-        _hint("grouped_query_attention(q, k, v)"),
+        _hint("grouped_query_attention(q, k, v)", _gqa_tip),
     )
     g = generator(9903 if hidden else 903)
     specs = [(2, 4, 2, 5, 7, 3), (1, 6, 3, 4, 4, 8), (2, 4, 1, 3, 6, 4), (1, 2, 2, 5, 5, 4)]
@@ -90,11 +142,13 @@ def check_grouped_query_attention(grouped_query_attention, hidden: bool = False)
         expected = _attend(q, k.repeat_interleave(H // H_kv, 1), v.repeat_interleave(H // H_kv, 1))
         out = run.expect_tensor(run.call(case), case, expected.shape, expected.dtype, "output")
         if not run.close(out, expected, 1e-5, 1e-5):
-            run.fail(
-                run.diagnose(out, _gqa_mistakes(q, k, v), 1e-5, 1e-5)
-                or run.mismatch(out, expected),
-                case,
+            message = run.diagnose(out, _gqa_mistakes(q, k, v), 1e-5, 1e-5)
+            if message:
+                run.fail(message, case)
+            case.data.update(
+                axes=("batch element", "head", "query", "feature"), dims={"D": D, "H": H, "S": S}
             )
+            run.explain(out, expected, case, (), 1e-5, 1e-5)
     q, k = torch.zeros(1, 6, 2, 4), torch.zeros(1, 4, 2, 4)
     bad = Case("H=6 query heads, H_kv=4", (q, k, k), {}, "q (1, 6, 2, 4), k and v (1, 4, 2, 4)")
     _expect_value_error(
@@ -121,11 +175,13 @@ def check_kv_cache_bytes(kv_cache_bytes, hidden: bool = False) -> None:
         ((4, 4, 32, 64), {"bytes_per_value": 4}),
     ]
     specs += [((2, 1, 16, 10), {})]
+    specs += [((9, 5, 7, 11), {"batch": 3, "bytes_per_value": 4})]  # every factor apart
     if hidden:
         specs += [
             ((48, 8, 128, 32768), {"batch": 2}),
             ((6, 3, 24, 77), {"batch": 5, "bytes_per_value": 1}),
         ]
+    first_failure = None
     for args, kwargs in specs:
         L, H_kv, D, T = args
         B, nbytes = kwargs.get("batch", 1), kwargs.get("bytes_per_value", 2)
@@ -169,16 +225,65 @@ def check_kv_cache_bytes(kv_cache_bytes, hidden: bool = False) -> None:
                 "the factor 2 (keys and values) and bytes_per_value are missing",
             ),
             (2 * L * H_kv * D * T * B * 2, "bytes_per_value is ignored (2 used for every dtype)"),
+            (
+                expected // H_kv,
+                "n_kv_heads is missing: every key/value head keeps its own keys and values",
+            ),
+            (expected // D, "d_head is missing: each key and value holds d_head numbers"),
+            (expected // T, "seq_len is missing: the cache holds every token's key and value"),
+            (expected * T, "seq_len is counted twice: the cache grows linearly with the tokens"),
         ]
+        for unit, name in ((2**10, "KiB"), (2**20, "MiB"), (2**30, "GiB")):
+            known.append((expected // unit, f"that is {name} (bytes // 2**{unit.bit_length() - 1}), "
+                          f"not bytes; return the number of bytes"))  # fmt: skip
+        known.append((expected // T * (T + 1), "one token too many: the cache holds exactly "
+                      "seq_len tokens (seq_len + 1 used)"))  # fmt: skip
         matches = {message for n, message in known if n == value and n != expected}
         hint = matches.pop() if len(matches) == 1 else None  # two explanations fit: name neither
-        run.fail(
-            hint
-            or f"expected {expected:,} bytes = 2 x {L} x {H_kv} x {D} x {T} x {B} x {nbytes}, "
-            f"but yours gives {value:,}.",
-            case,
-        )
+        if hint is None and len(kwargs) < 2:  # the defaults: rerun with them spelled out
+            full = {"batch": B, "bytes_per_value": nbytes}
+            again, error, _ = run.attempt(args, full)
+            if error is None and again == expected:
+                hint = (
+                    f"right when batch and bytes_per_value are passed, wrong with the defaults: "
+                    f"the signature's defaults must be batch=1 and bytes_per_value=2 (yours give "
+                    f"{value:,})"
+                )
+        if hint is None and not matches:
+            hint = _factor_evidence(value, expected, L, H_kv, D, T, B, nbytes)
+        if hint:
+            run.fail(hint, case)
+        if first_failure is None:  # no unique explanation here: another case may tell them apart
+            first_failure = (
+                f"expected {expected:,} bytes = 2 x {L} x {H_kv} x {D} x {T} x {B} x {nbytes}, "
+                f"but yours gives {value:,}.",
+                case,
+            )
+    if first_failure is not None:
+        run.fail(*first_failure, named=False)
     run.passed()
+
+
+def _factor_evidence(value, expected, L, H_kv, D, T, B, nbytes) -> str | None:
+    """The one set of the formula's factors that the student's number lacks (or has twice)."""
+    import itertools
+
+    factors = [("the factor 2 (a key and a value)", 2), ("n_layers", L), ("n_kv_heads", H_kv),
+               ("d_head", D), ("seq_len", T), ("batch", B), ("bytes_per_value", nbytes)]  # fmt: skip
+    fits = []
+    for r in (1, 2):
+        for combo in itertools.combinations(factors, r):
+            p = math.prod(v for _, v in combo)
+            if p == 1:
+                continue
+            names = " and ".join(n for n, _ in combo)
+            if value * p == expected:
+                fits.append(f"{names} {'is' if r == 1 else 'are'} missing from your product")
+            elif value == expected * p:
+                fits.append(f"{names} {'is' if r == 1 else 'are'} counted twice")
+        if fits:
+            break
+    return fits[0] + f" (expected {expected:,}, yours {value:,})" if len(fits) == 1 else None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -199,6 +304,9 @@ def _window_mistakes(T: int, w: int) -> list[Mistake]:
                 "query: t - window + 1 .. t",
                 lambda: ones.tril() & (torch.arange(T)[None, :] < w)),
         Mistake("that is the plain causal mask: limit it to the last window keys", lambda: ones.tril()),
+        Mistake("a query must see itself: the diagonal belongs to the window, t - window < s <= t "
+                "(window keys, the query's own included)",
+                lambda: ones.tril(-1) & ~ones.tril(-w - 1)),
     ]  # fmt: skip
 
 
@@ -207,7 +315,7 @@ def check_sliding_window_mask(sliding_window_mask, hidden: bool = False) -> None
     __tracebackhide__ = True
     run = Runner("check_sliding_window_mask", sliding_window_mask,
                  [Forbidden("transformer_lab's sliding_window_mask", function=_masks.sliding_window_mask)],
-                 hidden, _hint("sliding_window_mask(T, window)"))  # fmt: skip
+                 hidden, lambda e, c: _window_tip(e, c) or _hint("sliding_window_mask(T, window)")(e, c))  # fmt: skip
     specs = [(7, 3), (5, 1), (6, 6), (4, 9), (8, 2)] + (
         [(13, 4), (20, 7), (3, 2)] if hidden else []
     )
@@ -216,11 +324,22 @@ def check_sliding_window_mask(sliding_window_mask, hidden: bool = False) -> None
         expected = _masks.sliding_window_mask(T, w)
         out = run.expect_tensor(run.call(case), case, (T, T), torch.bool, "mask")
         if not torch.equal(out, expected):
-            run.fail(
-                run.diagnose(out, _window_mistakes(T, w), 0, 0)
-                or run.mismatch(out, expected, "mask"),
-                case,
-            )
+            message = run.diagnose(out, _window_mistakes(T, w), 0, 0)
+            future = out & ~torch.ones(T, T, dtype=torch.bool).tril()
+            if message is None and future.any():
+                t, s = future.nonzero()[0].tolist()
+                message = (
+                    f"the mask is not causal: query {t} may attend to key {s}, which comes after it; "
+                    f"a sliding window only looks back (t - window < s <= t)"
+                )
+            if message:
+                run.fail(message, case)
+            case.data["axes"] = ("query", "key")
+            run.explain(out, expected, case, (), 0, 0, what="mask")
     bad = Case("window=0", (5, 0), {}, "T=5, window=0")
     _expect_value_error(run, lambda: sliding_window_mask(5, 0), bad, ["0"], "a window of 0 keys")
+    bad = Case("window=-2", (5, -2), {}, "T=5, window=-2")
+    _expect_value_error(
+        run, lambda: sliding_window_mask(5, -2), bad, ["-2"], "a negative window (window < 1)"
+    )
     run.passed()

@@ -7,54 +7,15 @@ linear_to_conv(linear, patch_size, n_channels) -> nn.Conv2d computing the same p
 from __future__ import annotations
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from transformer_lab.checks._core import Case, Mistake, Runner, describe_args, generator
 from transformer_lab.checks._integrity import TRUSTED, Forbidden
-from transformer_lab.checks.softmax import signature_hint
+from transformer_lab.checks.exercise_hints import _expect_value_error, _hint, _patchify_tip
+from transformer_lab.checks.patch_conv import check_linear_to_conv
 from transformer_lab.models import vit as _vit
 
 __all__ = ["check_patchify", "check_linear_to_conv"]
-
-
-def _hint(expected: str):
-    def hint(exc: BaseException, case: Case) -> str:
-        text = str(exc)
-        if signature_hint(exc, expected):
-            return signature_hint(exc, expected)
-        if "Sizes of tensors must match" in text or "Tensors must have same number of dim" in text:
-            return "the pieces you concatenate differ in shape: expand cls_token to (B, 1, C)"
-        if "cannot be multiplied" in text:
-            return "w_e is (C_in, C) in the course's row convention: compute patches @ w_e"
-        if isinstance(exc, RuntimeError) and ("shape" in text or "size" in text):
-            return "check each reshape against the shape comments: (B, C, H/P, P, W/P, P) first"
-        return ""
-
-    return hint
-
-
-def _expect_value_error(run: Runner, call, case: Case, must_name: list[str], what: str) -> None:
-    """The text asks for a ValueError whose message names ``must_name``; fail clearly otherwise."""
-    __tracebackhide__ = True
-    try:
-        call()
-    except ValueError as exc:
-        missing = [word for word in must_name if word not in str(exc)]
-        if missing:
-            run.fail(
-                f"{what}: your ValueError is right, but its message should name {must_name} "
-                f"(the values received); yours says {str(exc)!r}.",
-                case,
-            )
-        return
-    except Exception as exc:  # the wrong kind of error, e.g. torch's RuntimeError from a reshape
-        run.fail(
-            f"{what}: expected a ValueError naming {must_name}, but your function raised "
-            f"{type(exc).__name__}: {str(exc).strip()[:120]}. Check the sizes first and raise "
-            f"ValueError yourself.",
-            case,
-        )
-    run.fail(f"{what}: expected a ValueError naming {must_name}, but nothing was raised.", case)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -101,7 +62,35 @@ def _patchify_mistakes(x: Tensor, P: int) -> list[Mistake]:
             "(channel, row, column)",
             lambda: order(0, 2, 4, 5, 3, 1),
         ),
+        Mistake(
+            "the height and width are swapped in your reshape: (B, C, W/P, P, H/P, P) only works "
+            "for square images; split the height first, (B, C, H/P, P, W/P, P)",
+            lambda: (
+                x.reshape(B, C, gw, P, gh, P).permute(0, 2, 4, 1, 3, 5).reshape(B, -1, C * P * P)
+            ),
+        ),
     ]
+
+
+def _square_probe(run: Runner, patchify, case: Case) -> str | None:
+    """On a non-square image: is the student's function right on a square one? Then the bug
+    depends on H != W (height and width mixed up somewhere)."""
+    x, P = case.data["x"], case.data["P"]
+    B, C, H, W = x.shape
+    if H == W:
+        return None
+    side = max(H, W)
+    square = torch.randn(B, C, side, side, generator=generator(8011))
+    out, error, calls = run.attempt((square.clone(), P), {})
+    if error is None and not calls and TRUSTED.is_tensor(out):
+        want = _vit.patchify(square, P)
+        if out.shape == want.shape and TRUSTED.equal(out.detach(), want):
+            return (
+                f"right on square images but wrong on this {H} x {W} one: the height and width "
+                f"(H/P and W/P) are mixed up somewhere; the grid has H/P = {H // P} rows of "
+                f"W/P = {W // P} patches"
+            )
+    return None
 
 
 def _patchify_cases(hidden: bool) -> list[Case]:
@@ -123,7 +112,11 @@ def check_patchify(patchify, hidden: bool = False) -> None:
     __tracebackhide__ = True
     forbidden = [Forbidden("transformer_lab's reference patchify", function=_vit.patchify)]
     run = Runner(
-        "check_patchify", patchify, forbidden, hidden, _hint("patchify(images, patch_size)")
+        "check_patchify",
+        patchify,
+        forbidden,
+        hidden,
+        _hint("patchify(images, patch_size)", _patchify_tip),
     )
     for case in _patchify_cases(hidden):
         x, P = case.data["x"], case.data["P"]
@@ -143,7 +136,11 @@ def check_patchify(patchify, hidden: bool = False) -> None:
         )
         if not run.close(out, expected, 0.0, 0.0):
             message = run.diagnose(out, _patchify_mistakes(x, P), 0.0, 0.0)
-            run.fail(message or run.mismatch(out, expected, "patches"), case)
+            message = message or _square_probe(run, patchify, case)
+            if message:
+                run.fail(message, case)
+            case.data["axes"] = ("batch element", "patch", "feature")
+            run.explain(out, expected, case, (), 0.0, 0.0, what="patches")
     x = torch.zeros(1, 1, 6, 4)
     bad = Case("an image of 6 x 4 with P=4", (x, 4), {}, "images (1, 1, 6, 4), patch_size=4")
     _expect_value_error(
@@ -153,125 +150,13 @@ def check_patchify(patchify, hidden: bool = False) -> None:
         ["6", "4"],
         "an image whose height is not a multiple of P",
     )
-    run.passed()
-
-
-# ---------------------------------------------------------------------------------------------
-# the patch embedding as a convolution
-def _conv_cases(hidden: bool) -> list[Case]:
-    g = generator(9802 if hidden else 802)
-    specs = [(2, 3, 6), (4, 1, 8), (3, 2, 5)] + ([(5, 3, 7), (2, 4, 12)] if hidden else [])
-    cases = []
-    for P, ch, C in specs:
-        linear = nn.Linear(ch * P * P, C)
-        with torch.no_grad():
-            linear.weight.copy_(torch.randn(C, ch * P * P, generator=g))
-            linear.bias.copy_(torch.randn(C, generator=g))
-        x = torch.randn(2, ch, 3 * P, 2 * P, generator=g)
-        case = Case(
-            f"P={P}, channels={ch}, C={C}", (linear, P, ch), {}, f"Linear({ch * P * P}, {C}), P={P}"
-        )
-        case.data.update(x=x, P=P, ch=ch, C=C, linear=linear)
-        cases.append(case)
-    return cases
-
-
-def check_linear_to_conv(linear_to_conv, hidden: bool = False) -> None:
-    """Check ``linear_to_conv(linear, patch_size, n_channels)`` -> an equivalent ``nn.Conv2d``."""
-    __tracebackhide__ = True
-    run = Runner(
-        "check_linear_to_conv",
-        linear_to_conv,
-        [
-            Forbidden(
-                "transformer_lab's PatchEmbedding.to_conv2d", function=_vit.PatchEmbedding.to_conv2d
-            )
-        ],
-        hidden,
-        _hint("linear_to_conv(linear, patch_size, n_channels)"),
+    x = torch.zeros(1, 1, 4, 6)
+    bad = Case("an image of 4 x 6 with P=4", (x, 4), {}, "images (1, 1, 4, 6), patch_size=4")
+    _expect_value_error(
+        run,
+        lambda: patchify(x.clone(), 4),
+        bad,
+        ["6", "4"],
+        "an image whose width is not a multiple of P",
     )
-    for case in _conv_cases(hidden):
-        x, P, ch, C, linear = (case.data[k] for k in ("x", "P", "ch", "C", "linear"))
-        before = linear.weight.detach().clone(), linear.bias.detach().clone()
-        conv = run.call(case)
-        if conv is None:
-            run.fail("your function returned None: did you forget `return conv`?", case)
-        if not isinstance(conv, nn.Conv2d):
-            run.fail(
-                f"expected an nn.Conv2d, but your function returned a {type(conv).__name__}.", case
-            )
-        if not (TRUSTED.equal(linear.weight, before[0]) and TRUSTED.equal(linear.bias, before[1])):
-            run.fail(
-                "your function changed the Linear layer's weights; copy them into the Conv2d instead.",
-                case,
-            )
-        kernel, stride = tuple(conv.kernel_size), tuple(conv.stride)
-        if (conv.in_channels, conv.out_channels) != (ch, C):
-            run.fail(
-                f"the convolution should map {ch} image channels to C={C} features, but yours maps "
-                f"{conv.in_channels} to {conv.out_channels}.",
-                case,
-            )
-        if kernel != (P, P):
-            run.fail(f"the kernel should be P x P = {P} x {P}, but yours is {kernel}.", case)
-        if stride != (P, P):
-            run.fail(
-                f"the stride should equal the patch size ({P}) so patches do not overlap, but yours "
-                f"is {stride}.",
-                case,
-            )
-        if tuple(conv.padding) != (0, 0) or tuple(conv.dilation) != (1, 1) or conv.groups != 1:
-            run.fail(
-                "use no padding, no dilation and groups=1: one patch per kernel position.", case
-            )
-        with torch.no_grad():
-            expected = linear(_vit.patchify(x, P))  # (B, N, C)
-            got = conv(x).flatten(2).transpose(1, 2)  # (B, C, gh, gw) -> (B, N, C)
-        if conv.bias is None:
-            run.fail(
-                "your Conv2d has no bias (bias=False); the Linear layer's bias must be copied too.",
-                case,
-            )
-        if run.close(got, expected, 1e-4, 1e-4):
-            continue
-        w, b = linear.weight.detach(), linear.bias.detach()
-        cw, cb = conv.weight.detach(), conv.bias.detach()
-        right_weight = run.close(cw, w.view(C, ch, P, P), 1e-6, 1e-6)
-        if right_weight:
-            run.fail(
-                "the weights are right but the bias is not the Linear's: copy linear.bias into "
-                "conv.bias (a new Conv2d starts with a random bias).",
-                case,
-            )
-        if not run.close(cb, b, 1e-6, 1e-6):
-            run.fail(
-                "neither the weight nor the bias is the Linear's: copy linear.weight (viewed as "
-                "(C, channels, P, P)) and linear.bias into the Conv2d, under torch.no_grad().",
-                case,
-            )
-        candidates = [
-            (
-                w.view(C, P, P, ch).permute(0, 3, 1, 2),
-                "the weight is read as (C, P, P, channels); a flattened patch runs (channel, row, "
-                "column), so view it as (C, channels, P, P)",
-            ),
-            (
-                w.view(C, ch, P, P).transpose(2, 3),
-                "each kernel is transposed (rows and columns swapped): view the weight as "
-                "(C, channels, P, P) without transposing",
-            ),
-            (
-                w.T.reshape(C, ch, P, P),
-                "the weight was transposed before reshaping: nn.Linear already stores it as "
-                "(out, in) = (C, channels*P*P), the layout Conv2d wants; view it as (C, channels, P, P)",
-            ),
-        ]
-        for candidate, message in candidates:
-            if run.close(cw, candidate, 1e-6, 1e-6):
-                run.fail(message + ".", case)
-        run.fail(
-            "the bias is right but the weight is not the Linear's weight viewed as (C, channels, P, P).",
-            case,
-        )
-        run.fail(run.mismatch(got, expected, "convolution's patch embeddings"), case)
     run.passed()

@@ -10,8 +10,8 @@ from torch import Tensor
 
 from transformer_lab import interpret as _interpret
 from transformer_lab.checks._core import Case, Mistake, Runner, generator
-from transformer_lab.checks._integrity import Forbidden
-from transformer_lab.checks.patches import _hint
+from transformer_lab.checks._integrity import TRUSTED, Forbidden
+from transformer_lab.checks.exercise_hints import _hint
 
 __all__ = ["check_attention_rollout"]
 
@@ -71,6 +71,21 @@ def _rollout_mistakes(attentions: list[Tensor]) -> list[Mistake]:
             "identity?); include every layer",
             lambda: compose(mixed[1:]) if len(mixed) > 1 else eye.expand_as(mixed[0]),
         ),
+        Mistake(
+            "only the first layer is used (a `return` inside the loop?); compose every layer's "
+            "mixed weights",
+            lambda: mixed[0],
+        ),
+        Mistake(
+            "the layers are multiplied element-wise (*); compose them with matrix products (@), "
+            "later layers on the left",
+            lambda: torch.stack(mixed).prod(0),
+        ),
+        Mistake(
+            "the mean is taken over dim 0 (the batch) instead of dim 1 (the heads): each image "
+            "keeps its own rollout, only the heads are averaged",
+            lambda: compose([0.5 * a.mean(dim=0) + 0.5 * eye for a in attentions]),
+        ),
     ]
 
 
@@ -112,5 +127,65 @@ def check_attention_rollout(attention_rollout, hidden: bool = False) -> None:
         out = run.expect_tensor(value, case, expected.shape, expected.dtype, "rollout", shape_hint)
         if not run.close(out, expected, 1e-5, 1e-5):
             message = run.diagnose(out, _rollout_mistakes(attentions), 1e-5, 1e-5)
-            run.fail(message or run.mismatch(out, expected, "rollout"), case)
+            message = message or _mix_evidence(run, out, attentions, attention_rollout)
+            if message:
+                run.fail(message, case)
+            case.data.update(axes=("batch element", "token", "token"), sums_to_one=-1)
+            run.explain(out, expected, case, (), 1e-5, 1e-5, what="rollout")
     run.passed()
+
+
+def _mix_evidence(run: Runner, out: Tensor, attentions: list[Tensor], student=None) -> str | None:
+    """Which layers, and which mix a * W + b * I, give the student's result? (Both found by
+    search: a layer range in order, and weights a, b from the usual suspects.) With two heads a
+    sum over the heads looks like a = 1: then a probe with three heads tells them apart."""
+    if student is not None and attentions[0].shape[1] == 2:
+        probe = _random_attentions(generator(8041), 2, 2, 3, 5)  # L=2, B=2, H=3, T=5
+        got, error, calls = run.attempt(([a.clone() for a in probe],), {})
+        if error is None and not calls and TRUSTED.is_tensor(got) and got.shape == (2, 5, 5):
+            found = _mix_evidence(run, got.detach(), probe)
+            if found:
+                return found
+    T = attentions[0].shape[-1]
+    H = attentions[0].shape[1]
+    eye = torch.eye(T)
+    L = len(attentions)
+
+    def compose_(layers: list[Tensor]) -> Tensor:
+        out = layers[0]
+        for a in layers[1:]:
+            out = a @ out
+        return out
+
+    if H > 1:
+        summed = [0.5 * w.sum(dim=1) + 0.5 * eye for w in attentions]
+        if run.close(out, compose_(summed), 1e-5, 1e-5):
+            return (
+                f"the heads are summed, not averaged: W is {H} times too large (a factor H); take "
+                f"the mean over dim 1, then mix 0.5 * W + 0.5 * I"
+            )
+
+    def compose(layers: list[Tensor]) -> Tensor:
+        out = layers[0]
+        for a in layers[1:]:
+            out = a @ out
+        return out
+
+    for a, b in ((1.0, 0.5), (0.5, 1.0), (1.0, 1.0), (0.5, 0.0), (1.0, 0.0), (0.25, 0.75),
+                 (0.75, 0.25)):  # fmt: skip
+        mixed = [a * w.mean(dim=1) + b * eye for w in attentions]
+        if run.close(out, compose(mixed), 1e-5, 1e-5):
+            rows = "sum to one" if a + b == 1 else f"sum to {a + b:g}, not one"
+            return (
+                f"each layer is mixed as {a:g} * W + {b:g} * I (its rows {rows}); the residual "
+                f"path and the attention weigh the same: A = 0.5 * W + 0.5 * I"
+            )
+    mixed = [0.5 * w.mean(dim=1) + 0.5 * eye for w in attentions]
+    for start in range(L):
+        for stop in range(start + 1, L + 1):
+            if (start, stop) != (0, L) and run.close(out, compose(mixed[start:stop]), 1e-5, 1e-5):
+                return (
+                    f"your result is the rollout of layers {start}..{stop - 1} only, out of "
+                    f"{L}: the first layer, or the last, is left out; compose every layer"
+                )
+    return None

@@ -15,7 +15,13 @@ from transformer_lab import attention as _attention
 from transformer_lab import tiled as _tiled
 from transformer_lab.checks._core import Case, Mistake, Runner, describe_args, generator
 from transformer_lab.checks._integrity import Forbidden
-from transformer_lab.checks.patches import _hint
+from transformer_lab.checks.exercise_hints import _hint, _merge_tip, _tiled_tip
+from transformer_lab.checks.merge_evidence import (
+    _one_set_evidence,
+    _rescaling_evidence,
+    _tuple_order,
+)
+from transformer_lab.checks.tiling_probe import _tiling_probe
 
 __all__ = ["check_merge_softmax_stats", "check_tiled_attention"]
 
@@ -116,7 +122,7 @@ def check_merge_softmax_stats(merge_softmax_stats, hidden: bool = False) -> None
         merge_softmax_stats,
         [Forbidden("transformer_lab's merge_softmax_stats", function=_tiled.merge_softmax_stats)],
         hidden,
-        _hint("merge_softmax_stats(m1, l1, o1, m2, l2, o2)"),
+        _hint("merge_softmax_stats(m1, l1, o1, m2, l2, o2)", _merge_tip),
     )
     for case in _merge_cases(hidden):
         args = case.data["args"]
@@ -127,6 +133,11 @@ def check_merge_softmax_stats(merge_softmax_stats, hidden: bool = False) -> None
                 f" of length {len(value)}" if isinstance(value, (tuple, list)) else ""
             )
             run.fail(f"expected a tuple (m, l, o), but your function returned a {kind}.", case)
+        order = _tuple_order(run, value, expected)
+        if order:
+            run.fail(
+                f"the tuple is in the wrong order: you return ({order}); return (m, l, o).", case
+            )
         got = [
             run.expect_tensor(x, case, e.shape, e.dtype, name)
             for x, e, name in zip(value, expected, "mlo")
@@ -158,11 +169,15 @@ def check_merge_softmax_stats(merge_softmax_stats, hidden: bool = False) -> None
         wrong = [
             name for name, g, e in zip("mlo", got, expected) if not run.matches(g, e, 1e-5, 1e-5)
         ]
+        message = _one_set_evidence(run, got, args, both) or _rescaling_evidence(got, args, both)
+        if message:
+            run.fail(message, case)
         first = wrong[0]
         run.fail(
             f"{', '.join(wrong)} differ from the reference; "
             + run.mismatch(got["mlo".index(first)], expected["mlo".index(first)], first),
             case,
+            named=False,
         )
     run.passed()
 
@@ -198,7 +213,8 @@ def _tiled_cases(hidden: bool) -> list[Case]:
 
 
 def _blockwise(q, k, v, block, mask, *, rescale_o=True, rescale_l=True, rescale=True,
-               normalise_each=False, mask_offset=True, scale=True, drop_last=False) -> Tensor:  # fmt: skip
+               normalise_each=False, mask_offset=True, scale=True, drop_last=False,
+               value_offset=True, normalise_block=False) -> Tensor:  # fmt: skip
     """The loop with one thing changed, for the catalogue of named mistakes."""
     S = k.shape[-2]
     m = torch.full((*q.shape[:-1], 1), float("-inf"))
@@ -214,7 +230,11 @@ def _blockwise(q, k, v, block, mask, *, rescale_o=True, rescale_l=True, rescale=
         if mask is not None:
             piece = mask[..., start:stop] if mask_offset else mask[..., : stop - start]
             s = s.masked_fill(~piece, float("-inf"))
-        m_b, l_b, o_b = _stats(s, v[..., start:stop, :])
+        m_b, l_b, o_b = _stats(
+            s, v[..., start:stop, :] if value_offset else v[..., : stop - start, :]
+        )
+        if normalise_block:  # the block's output divided by its own sum before merging
+            o_b = o_b / torch.where(l_b > 0, l_b, torch.ones_like(l_b))
         total, n_blocks = (
             total + o_b / torch.where(l_b > 0, l_b, torch.ones_like(l_b)),
             n_blocks + 1,
@@ -265,6 +285,26 @@ def _tiled_mistakes(q, k, v, block, mask) -> list[Mistake]:
         ),
         Mistake("the scores are not divided by sqrt(D)", lambda: run(scale=False)),
         Mistake(
+            "each block's output is divided by its own sum before merging: keep o unnormalised "
+            "(sum of exp(score - m) * value) and divide by the running sum l once, at the end",
+            lambda: run(normalise_block=True),
+        ),
+        Mistake(
+            "every block uses the first values v[..., :b]: slice the values like the keys, "
+            "v[..., start:stop, :]",
+            lambda: run(value_offset=False),
+        ),
+        Mistake(
+            "the mask's polarity is reversed: True means 'may attend', so hide the keys where the "
+            "mask is False (masked_fill(~mask, -inf))",
+            lambda: _blockwise(q, k, v, block, None if mask is None else ~mask),
+        ),
+        Mistake(
+            "the mask is ignored: set the scores of masked keys to -inf in every block "
+            "(mask[..., start:stop])",
+            lambda: _blockwise(q, k, v, block, None) if mask is not None else None,
+        ),
+        Mistake(
             "the last, shorter block of keys is skipped: when S is not a multiple of block_size the "
             "final block holds the remaining S % block_size keys",
             lambda: run(drop_last=True),
@@ -288,7 +328,7 @@ def check_tiled_attention(tiled_attention, hidden: bool = False) -> None:
         tiled_attention,
         forbidden,
         hidden,
-        _hint("tiled_attention(q, k, v, block_size, mask=None)"),
+        _hint("tiled_attention(q, k, v, block_size, mask=None)", _tiled_tip),
     )
     for case in _tiled_cases(hidden):
         q, k, v, block, mask = (case.data[x] for x in ("q", "k", "v", "block", "mask"))
@@ -307,6 +347,24 @@ def check_tiled_attention(tiled_attention, hidden: bool = False) -> None:
                 )
             if rest_ok:
                 run.fail("a query whose keys are all masked must give zeros.", case)
+            nan_rows = out.isnan().any(-1) & ~empty  # (..., T): NaN although keys are visible
+            if nan_rows.any():
+                S = k.shape[-2]
+                blind = torch.stack(
+                    [~mask[..., a : a + block].any(-1) for a in range(0, S, block)]
+                ).any(0)  # (..., T): some block hides every key of this query
+                if blind.expand_as(nan_rows)[nan_rows].all():
+                    run.fail(
+                        "NaN for queries that do see keys, but not in every block: in a block "
+                        "where a query sees no key the block's maximum is -inf, and exp(-inf - "
+                        "(-inf)) is NaN; shift that block's scores by 0 instead of its -inf maximum",
+                        case,
+                    )
         message = run.diagnose(out, _tiled_mistakes(q, k, v, block, mask), 1e-5, 1e-5)
-        run.fail(message or run.mismatch(out, expected, "output"), case)
+        if message:
+            run.fail(message, case)
+        case.data["variations"] = [("mask", {"mask": None})] if mask is not None else []
+        case.data["masked_rows"] = None if mask is None else ~mask.any(-1)
+        run.explain(out, expected, case, (), 1e-5, 1e-5)
+    _tiling_probe(run)
     run.passed()

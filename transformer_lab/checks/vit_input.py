@@ -11,8 +11,9 @@ from torch import Tensor
 
 from transformer_lab import positional as _positional
 from transformer_lab.checks._core import Case, Mistake, Runner, describe_args, generator
+from transformer_lab.checks._evidence import _constant_factor
 from transformer_lab.checks._integrity import Forbidden
-from transformer_lab.checks.patches import _expect_value_error, _hint
+from transformer_lab.checks.exercise_hints import _embed_tip, _expect_value_error, _hint
 from transformer_lab.models import vit as _vit
 
 __all__ = ["check_vit_embed", "check_sinusoidal_2d"]
@@ -100,7 +101,7 @@ def check_vit_embed(vit_embed, hidden: bool = False) -> None:
         vit_embed,
         [Forbidden("transformer_lab's ViT", function=_vit.ViT.forward)],
         hidden,
-        _hint("vit_embed(images, patch_size, w_e, b_e, cls_token, pos)"),
+        _hint("vit_embed(images, patch_size, w_e, b_e, cls_token, pos)", _embed_tip),
     )
     for case in _embed_cases(hidden):
         args = tuple(case.data[k] for k in ("x", "P", "w_e", "b_e", "cls", "pos"))
@@ -117,8 +118,57 @@ def check_vit_embed(vit_embed, hidden: bool = False) -> None:
         )
         if not run.close(out, expected, 1e-4, 1e-4):
             message = run.diagnose(out, _embed_mistakes(*args), 1e-4, 1e-4)
-            run.fail(message or run.mismatch(out, expected, "sequence"), case)
+            message = message or _embed_evidence(run, out, expected, args)
+            if message:
+                run.fail(message, case)
+            case.data.update(axes=("batch element", "token", "feature"), dims={"C": C})
+            run.explain(out, expected, case, (), 1e-4, 1e-4, what="sequence")
     run.passed()
+
+
+def _embed_evidence(run: Runner, out: Tensor, expected: Tensor, args) -> str | None:
+    """Which part is wrong ([CLS] or the patches), and by what: an input added where it does
+    not belong, a constant factor, or patches that are not patchify's."""
+    x, P, w_e, b_e, cls_token, pos = args
+    C = w_e.shape[1]
+    close = lambda a, b: a.shape == b.shape and run.close(a, b, 1e-4, 1e-4)  # noqa: E731
+    cls_ok, patches_ok = close(out[:, 0], expected[:, 0]), close(out[:, 1:], expected[:, 1:])
+    terms = {"b_e": b_e, "pos[0]": pos[0], "cls_token": cls_token, "pos[1]": pos[1]}
+    if patches_ok and not cls_ok:
+        delta = out[:, 0] - expected[:, 0]  # (B, C)
+        for name, term in terms.items():
+            for sign, verb in ((1, "an extra"), (-1, "no")):
+                if close(delta, sign * term.expand_as(delta)):
+                    return (
+                        f"the patches are right, but token 0 ([CLS]) has {verb} {name} in it: it "
+                        f"should be exactly cls_token + pos[0] (the bias b_e belongs to the patch "
+                        f"projection only)"
+                    )
+        return None
+    if not cls_ok or patches_ok:
+        return None
+    mine, want = out[:, 1:] - pos[1:], expected[:, 1:] - pos[1:]  # patch embeddings, no positions
+    for name, term in (("b_e", b_e), ("pos", None)):
+        if term is not None and close(mine - want, term.expand_as(mine)):
+            return f"[CLS] is right, but the patch embeddings have {name} added twice"
+    for shown, a, e in (("patches @ w_e + b_e", mine, want),
+                        ("patches @ w_e", mine - b_e, want - b_e)):  # fmt: skip
+        found = _constant_factor(a.double(), e.double(), {"D": C, "C_in": w_e.shape[0]})
+        if found is not None and found.named:
+            return f"[CLS] is right, but the patch embeddings ({shown}): {found.message}"
+    if w_e.shape[0] <= w_e.shape[1]:  # the projection can be undone: which patches went in?
+        pixels = (mine - b_e).double() @ torch.linalg.pinv(w_e.double())  # (B, N, C_in)
+        true = _vit.patchify(x, P).double()
+        if not close(pixels, true) and all(
+            close(p.flatten().sort().values, t.flatten().sort().values)
+            for p, t in zip(pixels, true)
+        ):
+            return (
+                "[CLS] and the positions are right, but the vectors you project are not "
+                "patchify(images, P)'s patches: the same pixels in another order; call your "
+                "patchify (a reshape alone cuts strips of pixel rows, not squares)"
+            )
+    return None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -222,9 +272,44 @@ def check_sinusoidal_2d(sinusoidal_2d, hidden: bool = False) -> None:
                 default = _positional.sinusoidal_encoding_2d(h, w, C)
                 if run.close(out, default, 1e-5, 1e-5):
                     message = "the base argument is ignored: pass it on to the 1-D encoding"
-            run.fail(message or run.mismatch(out, expected, "encoding"), case)
+            message = message or _halves_evidence(run, out, expected, h, w, C)
+            if message:
+                run.fail(message, case)
+            case.data["axes"] = ("patch", "channel")
+            run.explain(out, expected, case, (), 1e-5, 1e-5, what="encoding")
     bad = Case("d_model=6", (3, 3, 6), {}, "grid_h=3, grid_w=3, d_model=6")
     _expect_value_error(
         run, lambda: sinusoidal_2d(3, 3, 6), bad, ["6"], "a width not divisible by 4"
     )
     run.passed()
+
+
+def _halves_evidence(run: Runner, out: Tensor, expected: Tensor, h: int, w: int, C: int):
+    """One half right, the other wrong: say which, and whose code each patch got instead."""
+    half = C // 2
+    close = lambda a, b: run.close(a, b, 1e-5, 1e-5)  # noqa: E731
+    rows_ok = close(out[:, :half], expected[:, :half])
+    cols_ok = close(out[:, half:], expected[:, half:])
+    if rows_ok == cols_ok:
+        return None
+    bad, name, count, index = (
+        (slice(half, None), "column", w, lambda n: n % w)
+        if rows_ok
+        else (slice(0, half), "row", h, lambda n: n // w)
+    )
+    codes = expected[:, bad].reshape(h, w, half)
+    table = codes[0] if name == "column" else codes[:, 0]  # (count, C/2): the axis's codes
+    got = out[:, bad]
+    for n in range(h * w):
+        hits = [i for i in range(count) if close(got[n], table[i])]
+        if hits and hits[0] != index(n):
+            return (
+                f"the {'row' if rows_ok else 'column'} half is right, but patch {n} carries the "
+                f"code of {name} {hits[0]}, and it lies in {name} {index(n)}: patches are numbered "
+                f"row by row, so patch n is in row n // grid_w and column n % grid_w"
+            )
+    where = "last" if rows_ok else "first"
+    return (
+        f"the {'row' if rows_ok else 'column'} half is right, but the {where} C/2 channels (the "
+        f"{name} code) are not: they should be the 1-D encoding (width C/2) of each patch's {name}"
+    )
