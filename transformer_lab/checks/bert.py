@@ -26,6 +26,7 @@ from transformer_lab.checks.bert_evidence import (
     length_hint,
     norm_calls,
     one_id_fixed,
+    outside_norm,
     padding_only,
     pair_order,
     position_error_hint,
@@ -373,7 +374,7 @@ def check_bert_embeddings(bert_embeddings, hidden: bool = False) -> None:
             message = run.diagnose(x, _embedding_mistakes(*case.data["parts"]), 1e-5, 1e-5)
             message = message or ignored_input(run, case, x) or batch_dependence(run, case, x)
             message = message or padding_only(case, x, want_x) or position_rows(run, case)
-            message = message or norm_calls(run, case)
+            message = message or norm_calls(run, case) or outside_norm(run, case)
             message, named = verdict(message, x, want_x, "x", {"C": C})
             run.fail(message, case, named=named)
         if not TRUSTED.equal(mask, want_mask):

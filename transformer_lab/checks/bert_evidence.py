@@ -18,6 +18,7 @@ from transformer_lab.checks._core import Case, Runner, _clone
 from transformer_lab.checks._integrity import TRUSTED
 
 __all__ = [
+    "outside_norm",
     "one_id_fixed",
     "pair_order",
     "segment_values",
@@ -271,3 +272,41 @@ def position_rows(run: Runner, case: Case) -> str | None:
         f"the tokens at positions 0..{T - 1} get the rows {used} of pos_table; token t must get "
         f"row t: pos_table[:T]"
     )
+
+
+def outside_norm(run: Runner, case: Case) -> str | None:
+    """``norm`` called once, on part of the sum, with the rest added to its output: which
+    embeddings are added after the norm? Read from the norm's input and output (hooked), the
+    same on a second input (the tables rescaled)."""
+    found = {_outside_norm(run, case.args, scale) for scale in (1.0, -0.5)}
+    return found.pop() if len(found) == 1 else None
+
+
+def _outside_norm(run: Runner, args: tuple, scale: float) -> str | None:
+    ids, segs, mask, tok, pos, seg, norm = args
+    tok, pos, seg = tok * scale, pos * (2 * scale), seg * (-scale)
+    calls = []
+    hook = norm.register_forward_hook(lambda m, i, o: calls.append((i[0].detach(), o.detach())))
+    try:
+        out, error, _ = run.attempt(_clone((ids, segs, mask, tok, pos, seg, norm)), {})
+    finally:
+        hook.remove()
+    if error is not None or len(calls) != 1 or not isinstance(out, tuple) or not out:
+        return None
+    x, (n_in, n_out) = out[0], calls[0]
+    if not TRUSTED.is_tensor(x) or n_in.shape != x.shape:
+        return None
+    T = ids.shape[1]
+    parts = {"token": tok[ids], "position": pos[:T].expand_as(x), "segment": seg[segs]}
+    close = lambda a, b: torch.allclose(a, b, atol=1e-5, rtol=1e-5)  # noqa: E731
+    for k in (1, 2):
+        for inside in itertools.combinations(parts, k):
+            after = [name for name in parts if name not in inside]
+            if close(n_in, sum(parts[n] for n in inside)) and close(
+                x.detach(), n_out + sum(parts[n] for n in after)
+            ):
+                return (
+                    f"the {' and '.join(after)} embeddings are added after the norm; BERT "
+                    "normalises the whole sum: norm(tok + pos + seg)"
+                )
+    return None

@@ -19,6 +19,7 @@ from transformer_lab.checks.bert import _hint, _signature_hint
 from transformer_lab.checks.bert_heads_evidence import (
     cls_trace,
     gradient_to_hidden,
+    loss_evidence,
     loss_transform,
     which_rows,
 )
@@ -175,6 +176,7 @@ def check_masked_lm_loss(masked_lm_loss, hidden: bool = False) -> None:
             rows = which_rows(head, h, labels, M)
             message = run.diagnose(loss, _loss_mistakes(h, labels, head), 1e-5, 1e-5)
             message = message or rows or loss_transform(run, h, labels, head, loss)
+            message = message or loss_evidence(run, h, labels, head, loss)
             message, named = verdict(message, loss, want, "loss", {"V": V, "M": M})
             run.fail(message, case, named=named)
         if head.rows != M:

@@ -18,7 +18,7 @@ from transformer_lab import bert_inputs as _ref
 from transformer_lab.checks._core import Case, Runner, _clone
 from transformer_lab.checks._integrity import TRUSTED
 
-__all__ = ["which_rows", "gradient_to_hidden", "cls_trace", "loss_transform"]
+__all__ = ["which_rows", "gradient_to_hidden", "cls_trace", "loss_transform", "loss_evidence"]
 
 
 def which_rows(head, h, labels, M: int) -> str | None:
@@ -86,6 +86,14 @@ def cls_trace(run: Runner, case: Case) -> str | None:
                 "computes classifier(tanh(pooler(hidden[:, 0])))"
             )
         return "the pooler is never called: BERT computes classifier(tanh(pooler(hidden[:, 0])))"
+    if error is None and len(seen["pooler"]) > 1:
+        first = _pooler_repeated(seen["pooler"], h)
+        return (
+            first
+            if first
+            and _pooler_repeated(_pooler_calls(run, -0.7 * h, pooler, classifier), -0.7 * h)
+            else None
+        )
     if error is not None or len(seen["pooler"]) != 1:
         return None
     if not seen["classifier"]:
@@ -115,6 +123,35 @@ def cls_trace(run: Runner, case: Case) -> str | None:
             "classifier(tanh(pooler(hidden[:, 0]))) as they are"
         )
     return None
+
+
+def _pooler_calls(run: Runner, h, pooler, classifier) -> list:
+    """(input, output) of every call of the pooler on the student's function run on h."""
+    calls: list = []
+    hook = pooler.register_forward_hook(
+        lambda m, i, o: calls.append((i[0].detach().clone(), o.detach().clone()))
+    )
+    try:
+        _, error, _ = run.attempt((_clone(h), pooler, classifier), {})
+    finally:
+        hook.remove()
+    return calls if error is None else []
+
+
+def _pooler_repeated(calls: list, h) -> str | None:
+    """The pooler called more than once: named when the calls form a chain (each call reads the
+    previous one's output, through some activation) starting from the [CLS] vectors."""
+    same = lambda a, b: a.shape == b.shape and torch.allclose(a, b, atol=1e-5, rtol=1e-5)  # noqa: E731
+    if len(calls) < 2 or not same(calls[0][0], h[:, 0]):
+        return None
+    acts = [torch.tanh, *_ACTIVATIONS.values()]
+    for (_, out), (nxt, _) in zip(calls, calls[1:]):
+        if not any(same(nxt, f(out)) for f in acts):
+            return None
+    return (
+        f"the pooler is applied {len(calls)} times in a row (twice or more, each on the previous "
+        "output); apply it once: classifier(tanh(pooler(hidden[:, 0])))"
+    )
 
 
 def _smoothing(h, labels, head) -> tuple[Tensor, Tensor]:
@@ -154,5 +191,65 @@ def loss_transform(run: Runner, h, labels, head, loss) -> str | None:
         return (
             f"label smoothing ({eps[0]:.2g}) is applied: the MLM loss is the plain cross-entropy, "
             "F.cross_entropy(logits, labels) without label_smoothing"
+        )
+    return None
+
+
+def _other_losses(h, labels, head) -> dict[str, float]:
+    """Plausible wrong losses of the same logits, each a message: a squared error between the
+    probabilities and the one-hot labels; labels paired with the wrong positions."""
+    chosen = labels != _ref.IGNORE_INDEX
+    with torch.no_grad():
+        logits = head(h[chosen])  # (M, V), rows in row-major order of (B, T)
+        probs, onehot = logits.softmax(-1), F.one_hot(labels[chosen], logits.shape[-1]).float()
+        squared = (probs - onehot) ** 2  # (M, V)
+        column_order = labels.T[chosen.T]  # the same labels, in column-major order
+    brier = (
+        "this is a squared error between the probabilities and the one-hot labels, not the "
+        "cross-entropy: the MLM loss is F.cross_entropy(logits, labels), -log p(label)"
+    )
+    aligned = (
+        "the labels are paired with the wrong positions: the hidden vectors are taken in one "
+        "order and the labels in another (a transpose?); select both with the same mask, "
+        "hidden[chosen] and labels[chosen]"
+    )
+    return {
+        brier: float(squared.sum(-1).mean()),
+        brier + " ": float(squared.mean()),
+        aligned: float(F.cross_entropy(logits, column_order)),
+    }
+
+
+def loss_evidence(run: Runner, h, labels, head, loss) -> str | None:
+    """The loss, compared on this case and a second input (2 h), with plausible wrong losses and
+    with the right one times a constant: the sum over the labelled positions divided by a count
+    other than their number M (B, T, B*T ...)."""
+    second = h * 2.0
+    got2, error, _ = run.attempt((second.clone(), labels.clone(), head), {})
+    if error is not None or not TRUSTED.is_tensor(got2) or got2.numel() != 1:
+        return None
+    got = [float(loss.detach()), float(got2.detach())]
+    near = lambda a, b: abs(a - b) <= 1e-4 * max(1.0, abs(b))  # noqa: E731
+    inputs = (h, second)
+    others = [_other_losses(x, labels, head) for x in inputs]
+    right = [float(_smoothing(x, labels, head)[0]) for x in inputs]
+    for message in others[0]:
+        close_to_right = any(near(others[i][message], right[i]) for i in range(2))
+        if not close_to_right and all(near(got[i], others[i][message]) for i in range(2)):
+            return message.strip()
+    B, T = labels.shape
+    M = int((labels != _ref.IGNORE_INDEX).sum())
+    if right[0] == 0 or right[1] == 0:
+        return None
+    ratios = [g / w for g, w in zip(got, right)]
+    if abs(ratios[0] - 1) < 1e-3 or abs(ratios[0] - ratios[1]) > 1e-4 * abs(ratios[0]):
+        return None
+    D = M / ratios[0]  # got = (sum over the M labelled) / D
+    counts = {"B, the number of sequences": B, "T, the sequence length": T}
+    named = [what for what, n in counts.items() if abs(D - n) < 1e-3]
+    if len(named) == 1 and len({B, T, M}) == 3:
+        return (
+            f"the sum over the labelled positions is divided by {named[0]} ({round(D)}); the mean "
+            f"divides by the number of labelled positions ({M} here): F.cross_entropy's default"
         )
     return None

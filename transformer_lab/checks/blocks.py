@@ -30,6 +30,7 @@ from transformer_lab.checks.blocks_evidence import (
     ln_evidence,
     mixing,
     repeatable,
+    unused_weight,
 )
 from transformer_lab.checks.fallback import verdict
 from transformer_lab.checks.softmax import signature_hint as _signature_hint
@@ -319,6 +320,7 @@ def check_mlp(mlp, hidden: bool = False) -> None:
             message = run.diagnose(out, _mlp_mistakes(x, w1, b1, w2, b2), ATOL, RTOL)
             message = message or repeatable(run, case, out) or mixing(run, case, out)
             message = message or bias_probe(run, case)
+            message = message or unused_weight(run, case)
             dims = {"C": C, "d_ff": d_ff}
             if message is None and not verdict(None, out, expected, dims=dims)[1]:
                 message = activation_probe(run)  # after the generic evidence, which may name it

@@ -20,6 +20,7 @@ __all__ = [
     "affine_probe",
     "repeatable",
     "mixing",
+    "unused_weight",
     "activation_probe",
     "bias_probe",
 ]
@@ -257,5 +258,30 @@ def bias_probe(run: Runner, case: Case) -> str | None:
             return (
                 f"with {name} = 0 your output is right, so only {name} is used wrongly (added "
                 f"twice, in the wrong place or to a weight?): add it {where}"
+            )
+    return None
+
+
+def unused_weight(run: Runner, case: Case) -> str | None:
+    """Rerun with one weight changed (two different changes): an output that stays the same both
+    times does not depend on that weight, so another tensor stands in its place."""
+    x, w1, b1, w2, b2 = case.args
+    g = torch.Generator().manual_seed(505)
+    for index, name, where in ((3, "w_2", "the second layer is ... @ w_2 + b_2"),
+                               (1, "w_1", "the first layer is x @ w_1 + b_1")):  # fmt: skip
+        base, error, _ = run.attempt(tuple(a.clone() for a in case.args), {})
+        if error is not None or not torch.is_tensor(base):
+            return None
+        unchanged = 0
+        for _ in range(2):  # two different replacements: the same verdict twice
+            args = [a.clone() for a in case.args]
+            args[index] = args[index] + torch.randn(args[index].shape, generator=g)
+            got, error, _ = run.attempt(tuple(args), {})
+            if error is None and torch.is_tensor(got) and torch.equal(got.detach(), base.detach()):
+                unchanged += 1
+        if unchanged == 2:
+            return (
+                f"your output does not change when {name} changes, so {name} is never used (another "
+                f"weight, transposed, stands in its place?): {where}"
             )
     return None
