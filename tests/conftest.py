@@ -58,3 +58,12 @@ def max_diff_fixture():
 @pytest.fixture(name="one_sentence")
 def one_sentence_fixture():
     return one_sentence
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """Small tensors: one thread is much faster than two on a busy machine."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

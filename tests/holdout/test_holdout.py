@@ -8,7 +8,6 @@ import importlib
 import pkgutil
 
 import pytest
-import torch
 
 from tests import holdout
 from tests.holdout._harness import classify
@@ -16,12 +15,7 @@ from tests.holdout._harness import classify
 MODULES = sorted(i.name for i in pkgutil.iter_modules(holdout.__path__) if i.name.startswith("nb"))
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 @pytest.mark.parametrize("name", MODULES)

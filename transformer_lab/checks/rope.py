@@ -149,7 +149,7 @@ def _rotation_evidence(x: Tensor, got: Tensor, base: float) -> str | None:
                 f"position t must turn each pair once, by t * theta_i; check the positions, the "
                 f"frequencies and a rotation applied twice (the same output either way)"
             )
-    if T > 2 and fits(t * angle[1:2]) and fits(t * angle[1:2]):
+    if T > 2 and fits(t * angle[1:2]):  # each pair turns by its own fixed step
         mine = ", ".join(f"{v:.3g}" for v in angle[1, :4].tolist())
         want = ", ".join(f"{v:.3g}" for v in theta[:4].tolist())
         return (
