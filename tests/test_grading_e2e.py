@@ -116,7 +116,9 @@ STUDENTS = {
     "edited_test": (_edit_test, GRADED, 4),
     "deleted_test": (_delete_test, GRADED, 6),
     "invalid_json": ("{ this is not a notebook", NOT_GRADED, None),
-    "patched_comparisons": (answer(**{**FULL, "softmax_impl": PATCHED}), NEEDS_REVIEW, 0),
+    # The patch reaches nothing: the grader compares outside the kernel (softmax wrong: 0 of 2;
+    # the two correct exercises keep their 4 points) and the patch is flagged.
+    "patched_comparisons": (answer(**{**FULL, "softmax_impl": PATCHED}), NEEDS_REVIEW, 4),
     "fake_checks": (answer(**{**FULL, "softmax_impl": FAKE_CHECKS}), NEEDS_REVIEW, 4),
     "uses_reference": (answer(**{**FULL, "softmax_impl": REFERENCE}), GRADED, 4),
 }

@@ -35,7 +35,12 @@ _LEAK_HINTS = {
 
 
 class _Recorder:
-    """An attention layer that remembers what the student's detector feeds it."""
+    """An attention layer that remembers what the student's detector feeds it.
+
+    Under grading the detector runs in the graded kernel: the recorder travels there pickled,
+    and the attributes named in ``_tlab_sync`` come back after the call (checks._serve)."""
+
+    _tlab_sync = ("inputs", "first")
 
     def __init__(self, attend) -> None:
         self.attend, self.inputs, self.first = attend, [], None

@@ -55,9 +55,20 @@ class Sublayers:
 
 
 def _attention_fn(mha: nn.MultiheadAttention) -> Callable[..., Tensor]:
-    def attend(
-        query: Tensor, key_value: Tensor | None = None, mask: Tensor | None = None
+    return _Attend(mha)
+
+
+class _Attend:
+    """``attend(query, key_value=None, mask=None)`` with a torch MultiheadAttention's weights
+    (a class, not a closure: the grader pickles it into the graded kernel)."""
+
+    def __init__(self, mha: nn.MultiheadAttention) -> None:
+        self.mha = mha
+
+    def __call__(
+        self, query: Tensor, key_value: Tensor | None = None, mask: Tensor | None = None
     ) -> Tensor:
+        mha = self.mha
         if key_value is None:  # self-attention, as in MultiHeadAttention.forward
             key_value = query
         if torch.is_tensor(key_value) and key_value.dtype == torch.bool:
@@ -76,7 +87,16 @@ def _attention_fn(mha: nn.MultiheadAttention) -> Callable[..., Tensor]:
             blocked = ~allowed  # torch's convention: True = may NOT attend
         return mha(query, key_value, key_value, attn_mask=blocked, need_weights=False)[0]
 
-    return attend
+
+class _MLP:
+    """The position-wise MLP of a torch Transformer layer (picklable, like :class:`_Attend`)."""
+
+    def __init__(self, layer: nn.Module) -> None:
+        self.layer = layer
+
+    def __call__(self, x: Tensor) -> Tensor:
+        layer = self.layer
+        return layer.linear2(layer.activation(layer.linear1(x)))
 
 
 def sublayers_of(layer: nn.Module) -> Sublayers:
@@ -90,9 +110,7 @@ def sublayers_of(layer: nn.Module) -> Sublayers:
     if not layer.self_attn.batch_first:
         raise ValueError("sublayers_of expects a layer built with batch_first=True.")
 
-    def mlp(x: Tensor) -> Tensor:
-        return layer.linear2(layer.activation(layer.linear1(x)))
-
+    mlp = _MLP(layer)
     if isinstance(layer, nn.TransformerDecoderLayer):
         return Sublayers(
             _attention_fn(layer.self_attn),

@@ -163,16 +163,13 @@ def grade(root: Path, assignment: str, options: GradeOptions | None = None) -> G
             probe(root)
         except SandboxError as exc:
             raise CourseError(str(exc)) from None
-    # One reference file per run (and per shard: shards may share the course folder).
-    suffix = "" if options.shard is None else f"-shard-{options.shard[0]}-of-{options.shard[1]}"
-    hidden_reference = tlab / "hidden" / f"{assignment}{suffix}.json"
     config: dict = {
         "CourseDirectory.submitted_directory": str(staging_root.relative_to(root)),
         "GuardedExecute.sandbox": bool(options.sandbox),
         "GuardedExecute.course_root": str(root),
-        # A new secret per run: the hidden cases' inputs cannot be known in advance.
+        # A new secret per run: the hidden cases' inputs cannot be known in advance. It stays
+        # in the grading processes, which run the checks (grading/judge.py); never in a kernel.
         "GuardedExecute.hidden_secret": secrets.token_hex(16),
-        "GuardedExecute.hidden_reference": str(hidden_reference),
     }
     if options.timeout is not None:
         config["Execute.timeout"] = int(options.timeout)
@@ -190,16 +187,11 @@ def grade(root: Path, assignment: str, options: GradeOptions | None = None) -> G
         if cell.get("cell_type") == "code"
     )
     idle = budget + (n_cells + 2) * cell_timeout + 180.0
-    has_hidden = any(
-        "hidden=True" in path.read_text(encoding="utf-8") for path in assignment_notebooks(source)
-    )
     if not options.sandbox:
         report.warnings.append(
             "graded WITHOUT the sandbox (--no-sandbox): student code ran with your rights and "
             "could read the solutions and change files and grades"
         )
-    hidden_reference.unlink(missing_ok=True)  # never reuse another run's results
-    ref_events: list[dict] = []
 
     events_by_student: dict[str, dict] = {}
     other_events: list[dict] = []
@@ -229,15 +221,6 @@ def grade(root: Path, assignment: str, options: GradeOptions | None = None) -> G
                             "release_dir": str(release_dir),
                         }
                     )
-                    if has_hidden and todo and not hidden_reference.is_file():
-                        # The other lanes wait until the solution's hidden results exist.
-                        ops.append(
-                            {
-                                "op": "hidden_reference",
-                                "assignment": assignment,
-                                "to": str(hidden_reference),
-                            }
-                        )
                 for sid in remaining:
                     ops.append(
                         {
@@ -269,10 +252,6 @@ def grade(root: Path, assignment: str, options: GradeOptions | None = None) -> G
                             scores_by_student.update({s: got[s] for s in students if s in got})
                         elif event["op"] == "generate_assignment":
                             gen_events.append(event)
-                            if not event.get("success") or not (has_hidden and todo):
-                                loaded.set()
-                        elif event["op"] == "hidden_reference":
-                            ref_events.append(event)
                             loaded.set()
                         else:
                             other_events.append(event)
@@ -290,10 +269,6 @@ def grade(root: Path, assignment: str, options: GradeOptions | None = None) -> G
                         gen_events.append({"op": "generate_assignment", "success": False})
                     gen_events[-1]["stderr"] = stderr
                     return
-                ref = next((e for e in events if e["op"] == "hidden_reference"), None)
-                if ref is not None and not ref.get("success"):
-                    ref["stderr"] = stderr
-                    return  # reported below; nothing can be graded without the reference
                 stuck = [sid for sid in remaining if sid not in events_by_student]
                 if stuck:
                     # The process died or hung on stuck[0]; report it and carry on with the rest.
@@ -313,8 +288,7 @@ def grade(root: Path, assignment: str, options: GradeOptions | None = None) -> G
                     remaining = []
 
         def first_lane_failed() -> bool:
-            bad_ref = any(not e.get("success") for e in ref_events)
-            return bad_ref or not gen_events or not gen_events[-1].get("success")
+            return not gen_events or not gen_events[-1].get("success")
 
         def lane_after_load(students, loads_assignment, loaded):
             if loads_assignment or not first_lane_failed():
@@ -334,14 +308,6 @@ def grade(root: Path, assignment: str, options: GradeOptions | None = None) -> G
             other_events.extend(events)
         if progress is not None:
             progress.close()
-        hidden_reference.unlink(missing_ok=True)  # its results belong to this run's secret
-        bad_ref = next((e for e in ref_events if not e.get("success")), None)
-        if bad_ref is not None:
-            raise CourseError(
-                f"could not compute the hidden tests' reference results from "
-                f"{dirs['source']}/{assignment} (nothing was graded):\n"
-                f"{failure_detail(bad_ref, bad_ref.get('stderr', ''))[-3000:]}"
-            )
         if first_lane_failed():
             gen = gen_events[-1] if gen_events else None
             detail = failure_detail(gen, (gen or {}).get("stderr", ""))
