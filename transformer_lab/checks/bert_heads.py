@@ -33,7 +33,10 @@ _REF_LOSS, _REF_CLS = _ref.masked_lm_loss, _ref.cls_logits
 # ---------------------------------------------------------------------------------------------
 # Exercise 4: the MLM loss on the labelled positions only
 class _CountingHead(nn.Module):
-    """A linear MLM head that counts how many vectors it was run on."""
+    """A linear MLM head that counts how many vectors it was run on (under grading it runs in the
+    graded kernel; the counts come back after each call, see checks._serve)."""
+
+    _tlab_sync = ("rows", "seen")
 
     def __init__(self, C: int, V: int, g: torch.Generator) -> None:
         super().__init__()
