@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import ast
 import bisect
-import copy
 import functools
 import io
 import keyword
@@ -184,13 +183,15 @@ def units_of(source: str, where: str, line_offset: int = 0) -> list[Unit]:
     except (SyntaxError, ValueError):
         kinds = token_kinds(source)
         return [_unit("<unparsable>", f"{where} line {1 + line_offset}", kinds, line_offset)]
+    _drop_docstrings(tree)
     out = []
     for top, qualname in _definitions(tree):
         if "." in qualname:
             continue  # nested definitions are cut from their top-level definition below
         canon, again, to_source = _canonical(top)
-        kinds = [(k, to_source(ln)) for k, ln in token_kinds(canon)]
-        canon_lines = [ln for _, ln in token_kinds(canon)]
+        canon_kinds = token_kinds(canon)
+        kinds = [(k, to_source(ln)) for k, ln in canon_kinds]
+        canon_lines = [ln for _, ln in canon_kinds]
         for node, name in [(again, qualname), *_definitions(again, qualname + ".")]:
             lo = bisect.bisect_left(canon_lines, node.lineno)
             inside = kinds[lo : bisect.bisect_right(canon_lines, node.end_lineno, lo)]
@@ -199,10 +200,9 @@ def units_of(source: str, where: str, line_offset: int = 0) -> list[Unit]:
     return out
 
 
-def _canonical(node: ast.AST):
-    """(canonical text of ``node``, its re-parsed tree, canonical line -> source line)."""
-    clean = copy.deepcopy(node)
-    for sub in ast.walk(clean):
+def _drop_docstrings(tree: ast.AST) -> None:
+    """Remove every docstring from ``tree`` (in place): documentation is not code."""
+    for sub in ast.walk(tree):
         body = getattr(sub, "body", None)
         if (
             isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
@@ -212,6 +212,10 @@ def _canonical(node: ast.AST):
             and isinstance(body[0].value.value, str)
         ):
             sub.body = body[1:] or [ast.Pass(lineno=body[0].lineno, col_offset=0)]
+
+
+def _canonical(clean: ast.AST):
+    """(canonical text of ``clean``, its re-parsed tree, canonical line -> source line)."""
     canon = ast.unparse(clean)
     again = ast.parse(canon).body[0]
     pairs = sorted(
