@@ -16,9 +16,12 @@ from __future__ import annotations
 import ast
 import io
 import keyword
+import subprocess
+import sys
 import tokenize
 from pathlib import Path
 
+import adversarial_class as klass
 import nbformat
 import pytest
 
@@ -404,6 +407,28 @@ ATTACKS: dict[str, tuple[dict, list, dict, list[str]]] = {
         },
         ["extra.ipynb cell 0", "sys._getframe"],
     ),
+    "getattr_computed": (
+        {
+            "softmax_impl": 'import inspect\n\ndef softmax(x, dim=-1):\n    return getattr(inspect, "st" + "ack")()\n'
+        },
+        [],
+        {},
+        ["computed name", "line 4"],
+    ),
+    "attrgetter_text": (
+        {
+            "softmax_impl": 'from operator import attrgetter\n_up = attrgetter("f_back", "f_locals")\n'
+        },
+        [],
+        {},
+        ["'f_back'", "line 2"],
+    ),
+    "getframe_as_text": (
+        {"softmax_impl": 'import sys\n_f = getattr(sys, "_get" "frame")(1)\n'},
+        [],
+        {},
+        ["sys._getframe"],
+    ),
     "run_magic": ({}, [("softmax_impl", "%run helpers.py\n")], {}, ["magic", "%run"]),
 }
 
@@ -526,6 +551,33 @@ HONEST: dict[str, tuple[dict, list, dict]] = {
 }
 
 
+HONEST["stderr_inside_the_answer"] = (
+    {
+        "softmax_impl": klass.solution_source(REPO, "softmax_impl").replace(
+            '    """\n',
+            '    """\n    import sys\n    print("debug", tuple(x.shape), file=sys.stderr)\n',
+            1,
+        )
+    },
+    [],
+    {},
+)
+HONEST["slow_answers"] = (
+    {g: "time.sleep(6)\n" + klass.solution_source(REPO, g) for g in klass.ANSWERS[:3]},
+    [("softmax_impl", 'print("x" * 100_000_000)')],
+    {},
+)
+HONEST["old_attempt_in_checkpoints"] = (
+    {},
+    [],
+    {
+        ".ipynb_checkpoints/01_self_attention-checkpoint.ipynb": nbformat.writes(
+            nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(TORCH_SOFTMAX)])
+        )
+    },
+)
+
+
 @pytest.mark.parametrize("case", sorted(HONEST))
 def test_honest_submissions_raise_no_flag(tmp_path, case):
     answers, added, files = HONEST[case]
@@ -538,6 +590,59 @@ NOTEBOOKS = sorted(p.name for p in (REPO / "solutions").iterdir() if p.is_dir())
 @pytest.mark.parametrize("name", NOTEBOOKS)
 def test_every_solution_notebook_raises_no_flag(tmp_path, name):
     assert scan(submission(tmp_path, name=name), name) == []
+
+
+NB07_HELPERS = """\
+def random_starts(n_tokens, T, B, generator):
+    # one start per window, drawn with the generator the exercise passes in
+    return torch.randint(0, n_tokens - T, (B,), generator=generator)
+"""
+NB09_EXPLORE = """\
+sizes = [64, 128, 256]
+for T in sizes:
+    q = torch.randn(1, T, 32)
+    out = tiled_attention(q, q, q, block_size=32)
+    print(T, out.shape)
+%timeit tiled_attention(q, q, q, block_size=64)
+"""
+
+
+@pytest.mark.parametrize(
+    "name, added",
+    [
+        ("07_gpt", [("next_token_batch_impl", NB07_HELPERS)]),
+        ("09_attention_at_scale", [("tiled_attention_impl", NB09_EXPLORE)]),
+    ],
+)
+def test_honest_helper_cells_in_later_notebooks_raise_no_flag(tmp_path, name, added):
+    assert scan(submission(tmp_path, name=name, added=added), name) == []
+
+
+@pytest.mark.parametrize("student", sorted(set(klass.ATTACKS) - {"memory_hog"}))
+def test_the_sandbox_test_class_attacks_are_flagged_by_the_scan(tmp_path, student):
+    nb = klass.notebook_for(REPO, student)
+    folder = tmp_path / "sub"
+    folder.mkdir()
+    nbformat.write(nb, folder / f"{NB01}.ipynb")
+    assert scan(folder), student
+
+
+def test_the_grader_loads_the_scan_by_path_without_torch():
+    code = (
+        "import importlib.util, sys, json\n"
+        "spec = importlib.util.spec_from_file_location('_tlab_grading_review', sys.argv[1])\n"
+        "m = importlib.util.module_from_spec(spec); sys.modules[spec.name] = m\n"
+        "spec.loader.exec_module(m)\n"
+        "flags = m.scan_source('import gc\\nx = gc.get_objects()')\n"
+        "print(json.dumps([flags, 'torch' in sys.modules, 'transformer_lab' in sys.modules]))\n"
+    )
+    path = REPO / "transformer_lab" / "grading" / "review.py"
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(path)], capture_output=True, text=True, cwd="/", check=True
+    )
+    flags, torch_loaded, package_loaded = __import__("json").loads(out.stdout)
+    assert flags and "gc.get_objects" in flags[-1]
+    assert not torch_loaded and not package_loaded
 
 
 def test_an_untouched_notebook_raises_no_flag(tmp_path):
@@ -861,7 +966,7 @@ def test_similarity_separates_copies_from_honest_answers_and_the_solutions():
     # its validation cut out as well is caught only where little was cut (measured: 11 of 25).
     copies = [r for r in big if r[0].startswith("copy") and "stripped" not in r[0]]
     others = [r for r in big if not r[0].startswith("copy")]
-    assert len(copies) >= 4 * len(REFERENCES) and len(others) >= 50
+    assert len(copies) >= 4 * (len(REFERENCES) - 1) and len(others) >= 50  # mlp: too short
     low_copies = [r for r in copies if r[3] < review.SIMILARITY_THRESHOLD]
     assert not low_copies, low_copies
     assert min(r[3] for r in copies) == 1.0

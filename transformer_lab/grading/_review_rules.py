@@ -76,6 +76,18 @@ ATTRIBUTES: dict[str, str] = {
         INTERNALS,
     ),
 }
+# Names that give a trick away when written as text (getattr(sys, "_getframe"),
+# attrgetter("f_locals")): every attribute above, and the distinctive names of the dotted ones.
+_COMMON_WORDS = {"metadata", "resources", "monitoring", "_api", "_core", "exc_info"}
+NAMES_AS_TEXT: dict[str, str] = {
+    **{
+        last: why
+        for key, why in DOTTED.items()
+        for last in [key.rpartition(".")[2]]
+        if "." in key and ("_" in last or len(last) >= 8) and last not in _COMMON_WORDS
+    },
+    **ATTRIBUTES,
+}
 # Text inside string literals (paths, module names given as text).
 STRINGS: list[tuple[str, str]] = [
     (r"\.pyc?\b(?!\w)|site-packages|dist-packages|transformer_lab[/\\]", SOURCE),

@@ -157,7 +157,11 @@ def _general(tree: ast.Module, text: str, aliases, rex) -> list[tuple[int, str, 
                 attr = _string(node.args[1]) if len(node.args) > 1 else None
                 if attr in rules.ATTRIBUTES:
                     found.append((f".{attr}", rules.ATTRIBUTES[attr]))
+                elif len(node.args) > 1 and attr is None:  # getattr(inspect, "st" + "ack")
+                    found.append((node.func.id, "reads or changes an attribute by a computed name"))
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if id(node) not in docstrings and node.value in rules.NAMES_AS_TEXT:
+                found.append((repr(node.value), rules.NAMES_AS_TEXT[node.value]))
             if id(node) not in docstrings:
                 found += [
                     (repr(node.value[:40]), why)

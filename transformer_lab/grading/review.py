@@ -71,6 +71,9 @@ MIN_FLAG_FINGERPRINTS = 12
 
 READ_SUFFIXES = {".py", ".ipynb", ".pth", ".txt", ".json", ".pyw"}
 COMPILED_SUFFIXES = {".pyc", ".pyo", ".so", ".pyd"}
+# Jupyter's autosaves and Python's caches: never run as such (a sourceless .pyc in __pycache__
+# is not importable), and loading them by hand needs code the scan flags anyway.
+SKIPPED_DIRS = {".ipynb_checkpoints", "__pycache__"}
 MAX_FILE_BYTES = 2_000_000
 MAX_FILES = 400
 
@@ -235,7 +238,9 @@ def _files(root: Path, notes: list[str]) -> list[Path]:
     """Files to read, walking ``root`` without following symlinks, bounded in count and size."""
     out: list[Path] = []
     for folder, dirs, files in os.walk(root, followlinks=False):
-        dirs[:] = sorted(d for d in dirs if not os.path.islink(os.path.join(folder, d)))
+        dirs[:] = sorted(
+            d for d in dirs if d not in SKIPPED_DIRS and not os.path.islink(os.path.join(folder, d))
+        )
         for name in sorted(files):
             path = Path(folder) / name
             rel = path.relative_to(root).as_posix()
