@@ -429,6 +429,12 @@ ATTACKS: dict[str, tuple[dict, list, dict, list[str]]] = {
         {},
         ["sys._getframe"],
     ),
+    "unparsable_cell": (  # the text patterns still read NFKC-normalised code
+        {"softmax_impl": "def softmax(x, dim=-1:\n    return ｉｎｓｐｅｃｔ.ｓｔａｃｋ()[1]\n"},
+        [],
+        {},
+        ["line 2", "inspect.stack"],
+    ),
     "run_magic": ({}, [("softmax_impl", "%run helpers.py\n")], {}, ["magic", "%run"]),
 }
 
@@ -438,6 +444,22 @@ def test_every_attack_is_flagged_with_its_evidence(tmp_path, attack):
     answers, added, files, words = ATTACKS[attack]
     flags = scan(submission(tmp_path, answers=answers, added=added, files=files))
     assert any(all(w in f for w in words) for f in flags), (words, flags)
+
+
+def test_copies_beside_the_notebook_or_in_added_cells_are_flagged(tmp_path):
+    sdpa = reference_source("transformer_lab/attention.py", "scaled_dot_product_attention")
+    loss = reference_source("transformer_lab/checks/lm_loss.py", "reference_lm_loss")
+    folder = submission(
+        tmp_path,
+        answers={"sdpa_impl": "from helpers import attend as scaled_dot_product_attention\n"},
+        added=[("softmax_impl", _renamed(loss))],
+        files={"helpers.py": "\n\n" + fullwidth(_renamed(sdpa).replace("q0_", "attend", 1))},
+    )
+    flags = [f for f in scan(folder) if "matches the package's reference source" in f]
+    assert any(
+        f.startswith("`attend` (helpers.py line 3)") and "attention.py line 46" in f for f in flags
+    ), flags
+    assert any("added by the student" in f and "reference_lm_loss" in f for f in flags), flags
 
 
 def test_copies_of_the_reference_are_flagged_as_copies(tmp_path):

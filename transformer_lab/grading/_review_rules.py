@@ -150,10 +150,14 @@ PATTERNS: list[tuple[str, str]] = [
         r"(?<![.\w])(setattr|delattr)\s*\(|(?<![.\w])getattr\s*\(\s*\w+\s*,\s*[^'\"]",
         "changes attributes by name",
     ),
+]
+# Read only where the syntax tree cannot be (the tree reader resolves these more precisely).
+FALLBACK_PATTERNS: list[tuple[str, str]] = [
     (r"\binspect\s*\.\s*(stack|getsource|getouterframes|trace)\b", FRAMES),
-    (r"\bsite-packages\b|\b__file__\b", SOURCE),
+    (r"\bsite-packages\b|\.\s*__file__\b", SOURCE),
 ]
 _COMPILED = [(re.compile(p, re.MULTILINE), why) for p, why in PATTERNS]
+_FALLBACK = [(re.compile(p, re.MULTILINE), why) for p, why in FALLBACK_PATTERNS]
 _MAGIC = re.compile(r"^[ \t]*(%%?|!)(\w*)", re.MULTILINE)
 
 
@@ -197,7 +201,7 @@ def regex_findings(text: str, parsed: bool = False) -> list[tuple[int, str, str]
     """(line, why, line's code) for every text pattern found (``parsed``: the tree was read)."""
     view = code_view(text)
     out = []
-    for pattern, why in _COMPILED:
+    for pattern, why in _COMPILED if parsed else _COMPILED + _FALLBACK:
         for match in pattern.finditer(view):
             lineno = view.count("\n", 0, match.start()) + 1
             out.append((lineno, why, _line(text, lineno)))

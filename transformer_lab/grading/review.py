@@ -86,10 +86,12 @@ def scan_source(source: str) -> list[str]:
 def _findings(source: str, context: dict | None = None) -> list[tuple[int, str, str]]:
     """(line, why, the line's code), from the tree reader and the text patterns."""
     text = _similarity.normalise(source)
-    found = _review_tree.python_findings(text, source, context or {}) or []
+    tree_found = _review_tree.python_findings(text, source, context or {})
+    found = tree_found or []
     by_tree = {line for line, _, _ in found}
     # A line the tree reader explained needs no vaguer text-pattern flag as well.
-    found += [f for f in _review_rules.regex_findings(text) if f[0] not in by_tree]
+    regex = _review_rules.regex_findings(text, parsed=tree_found is not None)
+    found += [f for f in regex if f[0] not in by_tree]
     merged: dict[tuple[int, str], tuple[list[str], str]] = {}
     for line, why, snippet in sorted(found):
         head, detail = _split(why)
