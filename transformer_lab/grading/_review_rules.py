@@ -16,7 +16,7 @@ __all__ = ["PATTERNS", "DOTTED", "ATTRIBUTES", "STRINGS", "regex_findings", "cod
 DYNAMIC = "runs generated or recompiled code"
 FRAMES = "reads the call stack or the garbage collector's objects"
 HOOKS = "installs an interpreter or IPython hook"
-SOURCE = "reads the package's source files"
+SOURCE = "reads Python source files, from which the package's reference can be recompiled"
 INTERNALS = "touches the grader's internals"
 
 # Dotted names (a name, or any attribute below it) and what using them means.

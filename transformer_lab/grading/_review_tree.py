@@ -173,19 +173,31 @@ def _general(tree: ast.Module, text: str, aliases, rex) -> list[tuple[int, str, 
 
 
 def _lookalikes(raw: str) -> list[tuple[int, str, str]]:
-    """Identifiers written with compatibility characters (Python reads them NFKC-normalised)."""
-    out = []
+    """Identifiers written with compatibility characters (Python reads them NFKC-normalised):
+    one finding for the whole source, at the first such line, naming a few of them."""
     try:
         tokens = list(tokenize.generate_tokens(io.StringIO(raw).readline))
     except (tokenize.TokenError, IndentationError, SyntaxError):
-        return out
+        return []
+    names: dict[str, str] = {}
+    lines: list[int] = []
     for tok in tokens:
         if tok.type == tokenize.NAME and not tok.string.isascii():
             plain = unicodedata.normalize("NFKC", tok.string)
             if plain != tok.string and plain.isascii():
-                why = f"{LOOKALIKE} (`{tok.string}` is read as `{plain}`)"
-                out.append((tok.start[0], why, tok.line.strip()))
-    return out
+                names.setdefault(tok.string, plain)
+                lines += [] if tok.start[0] in lines else [tok.start[0]]
+    if not names:
+        return []
+    shown = ", ".join(f"`{w}` is read as `{p}`" for w, p in list(names.items())[:4])
+    more = f" and {len(names) - 4} more" if len(names) > 4 else ""
+    where = f"on {len(lines)} line(s): {', '.join(map(str, lines[:8]))}"
+    why = f"{LOOKALIKE} ({shown}{more}; {where})"
+    return [(lines[0], why, _raw_line(raw, lines[0]))]
+
+
+def _raw_line(raw: str, lineno: int) -> str:
+    return rules._line(raw, lineno)
 
 
 def definitions(sources: list[tuple[str, str]]) -> dict[str, list[tuple[str, ast.stmt, str]]]:
@@ -256,14 +268,13 @@ def _exercise(tree, where, text, exercise, context) -> list[tuple[int, str, str]
                 if not any(b.startswith(NOT_TORCH) for b in bases):
                     label = label or builtins[node.attr]
             if label:
-                line = node.lineno
-                via = (
-                    ""
-                    if src_where == where
-                    else f" (reached from the answer: {src_where} line {line})"
-                )
-                why = f"uses {label}, which the exercise `{exercise}` forbids{via}"
-                out.append((line if not via else 1, why, rules._line(src_text, line)))
+                why = f"uses {label}, which the exercise `{exercise}` forbids"
+                found = (node.lineno, why, rules._line(src_text, node.lineno))
+                if src_where == where:
+                    out.append(found)
+                else:  # reported where it is, naming the answer that reaches it
+                    why += f" (reached from the answer in {where})"
+                    context["elsewhere"].append((src_where, found[0], why, found[2]))
     return out
 
 
