@@ -674,6 +674,18 @@ def test_an_untouched_notebook_raises_no_flag(tmp_path):
     assert scan(folder) == []
 
 
+def test_code_too_deep_for_the_parser_is_read_as_text(tmp_path):
+    deep = "x = " + "a." * 5000 + "b\nimport gc\n"  # the parser gives up (RecursionError)
+    folder = submission(
+        tmp_path, files={"helpers.py": deep, "big.json": "[" + "1," * 1_100_000 + "1]"}
+    )
+    flags = scan(folder)
+    assert any(f.startswith("helpers.py line 2: runs generated") for f in flags), flags
+    assert not any("big.json" in f for f in flags)  # data too large to read is skipped silently
+    (folder / "huge.py").write_text("#" * (review.MAX_FILE_BYTES + 1))
+    assert any(f.startswith("huge.py: not scanned") for f in scan(folder))
+
+
 def test_symlinks_are_never_followed(tmp_path):
     outside = tmp_path / "outside.py"
     outside.write_text(STACK_ORACLE)

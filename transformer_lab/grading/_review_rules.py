@@ -155,6 +155,7 @@ PATTERNS: list[tuple[str, str]] = [
 FALLBACK_PATTERNS: list[tuple[str, str]] = [
     (r"\binspect\s*\.\s*(stack|getsource|getouterframes|trace)\b", FRAMES),
     (r"\bsite-packages\b|\.\s*__file__\b", SOURCE),
+    (r"^\s*(import|from)\s+(gc|inspect|runpy|marshal|ctypes|importlib|types|atexit)\b", DYNAMIC),
 ]
 _COMPILED = [(re.compile(p, re.MULTILINE), why) for p, why in PATTERNS]
 _FALLBACK = [(re.compile(p, re.MULTILINE), why) for p, why in FALLBACK_PATTERNS]

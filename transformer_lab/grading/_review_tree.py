@@ -43,8 +43,8 @@ def parse(text: str) -> ast.Module | None:
     python = "".join("\n" if rules._MAGIC.match(ln) else ln for ln in text.splitlines(True))
     try:
         return ast.parse(python)
-    except (SyntaxError, ValueError):
-        return None
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None  # nested too deep for the parser: the text patterns read it
 
 
 def _imports(tree: ast.AST) -> list[tuple[str, str]]:

@@ -75,8 +75,11 @@ COMPILED_SUFFIXES = {".pyc", ".pyo", ".so", ".pyd"}
 # Jupyter's autosaves and Python's caches: never run as such (a sourceless .pyc in __pycache__
 # is not importable), and loading them by hand needs code the scan flags anyway.
 SKIPPED_DIRS = {".ipynb_checkpoints", "__pycache__"}
-MAX_FILE_BYTES = 2_000_000
+MAX_FILE_BYTES = 2_000_000  # a .py or .pth file larger than this is reported, not read
+MAX_NOTEBOOK_BYTES = 100_000_000  # notebooks carry outputs (plots); only their code is read
+MAX_TOTAL_BYTES = 200_000_000
 MAX_FILES = 400
+DATA_SUFFIXES = {".txt", ".json"}  # run only through code that reads them (which is flagged)
 
 
 def scan_source(source: str) -> list[str]:
@@ -226,7 +229,7 @@ def scan_submission(folder, released_notebooks: dict) -> list[str]:
             continue
         if path.suffix == ".ipynb":
             nb = _read_notebook(path)
-            if nb is None:
+            if nb is None:  # not a notebook: read as text
                 sources.append(_Source(rel, path.read_text(encoding="utf-8", errors="replace")))
                 continue
             notebooks.append(nb)
@@ -242,6 +245,7 @@ def scan_submission(folder, released_notebooks: dict) -> list[str]:
 def _files(root: Path, notes: list[str]) -> list[Path]:
     """Files to read, walking ``root`` without following symlinks, bounded in count and size."""
     out: list[Path] = []
+    total = 0
     for folder, dirs, files in os.walk(root, followlinks=False):
         dirs[:] = sorted(
             d for d in dirs if d not in SKIPPED_DIRS and not os.path.islink(os.path.join(folder, d))
@@ -253,12 +257,17 @@ def _files(root: Path, notes: list[str]) -> list[Path]:
                 continue  # never read through a link (the sealed copy reports them)
             if path.suffix not in READ_SUFFIXES | COMPILED_SUFFIXES:
                 continue
-            if path.stat().st_size > MAX_FILE_BYTES:
-                notes.append(f"{rel}: {path.stat().st_size} bytes, too large to read; not scanned")
+            size = path.stat().st_size
+            limit = MAX_NOTEBOOK_BYTES if path.suffix == ".ipynb" else MAX_FILE_BYTES
+            if size > limit and path.suffix in DATA_SUFFIXES:
+                continue  # a large data file: only code that reads it can run it
+            if size > limit or total + size > MAX_TOTAL_BYTES or len(out) >= MAX_FILES:
+                notes.append(
+                    f"{rel}: not scanned ({size} bytes; limits {limit} per file, "
+                    f"{MAX_TOTAL_BYTES} and {MAX_FILES} files in all): review by hand"
+                )
                 continue
-            if len(out) >= MAX_FILES:
-                notes.append(f"more than {MAX_FILES} files: the rest were not scanned")
-                return out
+            total += size
             out.append(path)
     return out
 
@@ -294,9 +303,16 @@ def _scan(sources: list[_Source], notebooks: list, released: dict) -> list[str]:
     flags: list[str] = []
     for source in sources:
         context.update(answer_to=source.answer_to, where=source.where)
-        for line, why, snippet in _findings(source.text, context):
-            flags.append(f"{source.where} line {line}: {why}: `{snippet}`")
-        flags.extend(_copies(source))
+        try:
+            for line, why, snippet in _findings(source.text, context):
+                flags.append(f"{source.where} line {line}: {why}: `{snippet}`")
+            flags.extend(_copies(source))
+        except (RecursionError, MemoryError, ValueError, SyntaxError) as exc:
+            # e.g. expressions nested thousands deep: never let a submission stop the grader
+            flags.append(
+                f"{source.where}: the code scan could not read it "
+                f"({type(exc).__name__}): review by hand"
+            )
     for where, line, why, snippet in context["elsewhere"]:
         flags.append(f"{where} line {line}: {why}: `{snippet[:100]}`")
     return list(dict.fromkeys(flags))

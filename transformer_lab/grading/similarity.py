@@ -180,7 +180,7 @@ def units_of(source: str, where: str, line_offset: int = 0) -> list[Unit]:
     text = _python_lines(normalise(source))
     try:
         tree = ast.parse(text)
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         kinds = token_kinds(source)
         return [_unit("<unparsable>", f"{where} line {1 + line_offset}", kinds, line_offset)]
     _drop_docstrings(tree)
@@ -188,7 +188,11 @@ def units_of(source: str, where: str, line_offset: int = 0) -> list[Unit]:
     for top, qualname in _definitions(tree):
         if "." in qualname:
             continue  # nested definitions are cut from their top-level definition below
-        canon, again, to_source = _canonical(top)
+        try:
+            canon, again, to_source = _canonical(top)
+        except (RecursionError, SyntaxError, ValueError):  # too deep to rewrite: as written
+            canon, again, to_source = ast.get_source_segment(text, top) or "", top, int
+            again = ast.parse(canon).body[0] if canon else top
         canon_kinds = token_kinds(canon)
         kinds = [(k, to_source(ln)) for k, ln in canon_kinds]
         canon_lines = [ln for _, ln in canon_kinds]
