@@ -234,6 +234,13 @@ CHECKS_PRIVATE = """\
 import transformer_lab.checks as c
 c._guards._STATE["secret"] = None
 """
+TRACEBACK_FRAME = """\
+def softmax(x, dim=-1):
+    try:
+        raise ValueError
+    except ValueError as e:
+        return e.__traceback__.tb_frame.f_back.f_locals["expected"]
+"""
 REFERENCE_CALLED = "def softmax(x, dim=-1):\n    return transformer_lab.softmax(x, dim)\n"
 REFERENCE_IMPORTED = (
     "from transformer_lab.attention import softmax as _sm\n\n"
@@ -434,6 +441,34 @@ ATTACKS: dict[str, tuple[dict, list, dict, list[str]]] = {
         [],
         {},
         ["line 2", "inspect.stack"],
+    ),
+    "builtins_exec": (
+        {
+            "softmax_impl": '_run = __builtins__["exec"] if isinstance(__builtins__, dict) else __builtins__.exec\n'
+        },
+        [],
+        {},
+        ["__builtins__", "line 1"],
+    ),
+    "traceback_frame": (
+        {"softmax_impl": TRACEBACK_FRAME},
+        [],
+        {},
+        ["__traceback__", "tb_frame", "line 5"],
+    ),
+    "pdb_frames": ({}, [("softmax_impl", "import pdb\n_p = pdb.Pdb()\n")], {}, ["pdb"]),
+    "shadow_package": (
+        {},
+        [],
+        {"transformer_lab/checks/__init__.py": "def check_softmax(f, hidden=False):\n    pass\n"},
+        ["transformer_lab: named like the module", "instead of the installed one"],
+    ),
+    "shadow_numpy_file": ({}, [], {"torch.py": "from math import *\n"}, ["torch.py: named like"]),
+    "sitecustomize": (
+        {},
+        [],
+        {"sitecustomize.py": "import os\n"},
+        ["sitecustomize.py: named like"],
     ),
     "run_magic": ({}, [("softmax_impl", "%run helpers.py\n")], {}, ["magic", "%run"]),
 }
@@ -997,13 +1032,15 @@ def test_similarity_separates_copies_from_honest_answers_and_the_solutions():
     rows = calibration()
     big = [r for r in rows if r[2] >= review.MIN_FLAG_FINGERPRINTS]
     # Unedited copies (verbatim, renamed, reformatted, full-width) are all caught; a copy with
-    # its validation cut out as well is caught only where little was cut (measured: 11 of 25).
+    # its validation cut out as well is caught only where little was cut (measured: 12 of 25).
     copies = [r for r in big if r[0].startswith("copy") and "stripped" not in r[0]]
     others = [r for r in big if not r[0].startswith("copy")]
     assert len(copies) >= 4 * (len(REFERENCES) - 1) and len(others) >= 50  # mlp: too short
     low_copies = [r for r in copies if r[3] < review.SIMILARITY_THRESHOLD]
     assert not low_copies, low_copies
     assert min(r[3] for r in copies) == 1.0
+    edited = [r for r in big if "stripped" in r[0]]
+    assert sum(r[3] >= review.SIMILARITY_THRESHOLD for r in edited) >= 10, edited
     high_others = [r for r in others if r[3] >= review.SIMILARITY_THRESHOLD]
     assert not high_others, high_others
 

@@ -24,14 +24,14 @@ DOTTED: dict[str, str] = {
     **dict.fromkeys(
         "exec eval compile __import__ execfile runpy importlib marshal types.FunctionType "
         "types.CodeType types.LambdaType code codeop builtins.exec builtins.eval "
-        "builtins.compile builtins.__import__ pickle.loads dill cloudpickle".split(),
+        "builtins.compile builtins.__import__ pickle.loads dill cloudpickle __builtins__".split(),
         DYNAMIC,
     ),
     **dict.fromkeys(
         "inspect.stack inspect.currentframe inspect.getouterframes inspect.getinnerframes "
         "inspect.trace inspect.getframeinfo inspect.getgeneratorlocals inspect.getclosurevars "
         "sys._getframe sys._current_frames sys.exc_info sys.last_traceback gc "
-        "traceback.extract_stack traceback.walk_stack traceback.walk_tb".split(),
+        "traceback.extract_stack traceback.walk_stack traceback.walk_tb pdb bdb breakpoint".split(),
         FRAMES,
     ),
     **dict.fromkeys(
@@ -57,7 +57,7 @@ DOTTED: dict[str, str] = {
 ATTRIBUTES: dict[str, str] = {
     **dict.fromkeys(
         "f_back f_locals f_globals f_code f_builtins f_trace tb_frame tb_next gi_frame "
-        "cr_frame ag_frame".split(),
+        "cr_frame ag_frame __traceback__".split(),
         FRAMES,
     ),
     **dict.fromkeys(

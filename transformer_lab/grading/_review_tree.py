@@ -33,7 +33,10 @@ DEFAULT_ALIASES = {
     "math": {"math"},
     "transformer_lab": {"transformer_lab"},
 }
-BUILTINS = {"exec", "eval", "compile", "__import__", "execfile", "get_ipython", "breakpoint"}
+BUILTINS = {
+    *("exec", "eval", "compile", "__import__", "execfile", "get_ipython", "breakpoint"),
+    "__builtins__",
+}
 LOOKALIKE = "writes names in look-alike Unicode characters"
 NOT_TORCH = ("numpy", "scipy", "math", "jax", "tensorflow")
 

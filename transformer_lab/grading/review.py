@@ -64,9 +64,10 @@ __all__ = [
 # A student's function or class is flagged as a copy of the package when at least this share
 # of its winnowed fingerprints is found in one unit of the package's source, and it has at
 # least MIN_FLAG_FINGERPRINTS of them. Calibrated in tests/test_grading_review.py (run it as a
-# script for the table): honest alternatives (loops, einsum) reach at most 0.38; the solutions'
-# own answers up to 0.89 (softmax 0.86, causal_lm_loss 0.89: several were written close to the
-# package's code); verbatim, renamed, reflowed and full-width copies 1.00 for all 25 references.
+# script for the table): honest alternatives (loops, einsum) reach at most 0.32; the solutions'
+# own answers up to 0.91 (softmax 0.91, causal_lm_loss 0.86, merge_heads 0.83: several were
+# written close to the package's code); verbatim, renamed, reflowed and full-width copies of all
+# 25 references 1.00; copies with the validation also cut out 0.50-1.00 (12 of 25 flagged).
 SIMILARITY_THRESHOLD = 0.95
 MIN_FLAG_FINGERPRINTS = 12
 
@@ -239,7 +240,37 @@ def scan_submission(folder, released_notebooks: dict) -> list[str]:
             sources.extend(_notebook_sources(rel, nb, released))
         else:
             sources.append(_Source(rel, path.read_text(encoding="utf-8", errors="replace")))
+    notes += _shadowing(root, list(released_notebooks.values()))
     return notes + _scan(sources, notebooks, released_notebooks)
+
+
+# Modules whose name a file or folder beside the notebook must not take: the working folder
+# comes first on the kernel's sys.path, so ./torch.py or ./transformer_lab/ would be imported
+# in place of the installed one (by the instructor's cells and by the checks).
+ALWAYS_SHADOWED = {
+    *("transformer_lab", "torch", "numpy", "sitecustomize", "usercustomize", "IPython"),
+    *("ipykernel", "nbgrader", "traitlets", "jupyter_client", "matplotlib", "ipywidgets"),
+}
+
+
+def _shadowing(root: Path, released: list) -> list[str]:
+    """Files or folders beside the notebook named like a module the course imports."""
+    imported = set(ALWAYS_SHADOWED)
+    for nb in released:  # the course's own imports (a student's helpers module is fine)
+        for cell in _cells(nb):
+            imported.update(re.findall(r"^\s*(?:import|from)\s+(\w+)", _src(cell), re.MULTILINE))
+    out = []
+    for item in sorted(root.iterdir()) if root.is_dir() else ():
+        name = (
+            item.name[: -len(item.suffix)] if item.suffix in (".py", ".pyc", ".so") else item.name
+        )
+        is_module = item.suffix in (".py", ".pyc", ".so") or (item.is_dir() and not item.suffix)
+        if is_module and name in imported and not item.is_symlink():
+            out.append(
+                f"{item.name}: named like the module `{name}` the course imports; the kernel "
+                f"would import it instead of the installed one"
+            )
+    return out
 
 
 def _files(root: Path, notes: list[str]) -> list[Path]:
