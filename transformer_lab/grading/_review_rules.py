@@ -102,10 +102,10 @@ HARMLESS_MAGICS = {"matplotlib", "time", "timeit", "precision", "pprint", "who",
 PATTERNS: list[tuple[str, str]] = [
     (r"\bsys\s*\.\s*modules\b", "edits sys.modules"),
     (
-        r"^\s*(torch|np|numpy|F|nn|checks|transformer_lab)(\s*\.\s*\w+)+\s*=[^=]",
+        r"^[ \t]*(torch|np|numpy|F|nn|checks|transformer_lab)(\s*\.\s*\w+)+\s*=[^=]",
         "replaces a library function",
     ),
-    (r"^\s*(torch|np|numpy|F|nn|checks|transformer_lab)\s*=[^=]", "rebinds a library's name"),
+    (r"^[ \t]*(torch|np|numpy|F|nn|checks|transformer_lab)\s*=[^=]", "rebinds a library's name"),
     (
         r"(?<![.\w])vars\s*\(|__dict__|(?<![.\w])globals\s*\(\s*\)\s*\[",
         "edits a module's namespace",
@@ -155,7 +155,7 @@ PATTERNS: list[tuple[str, str]] = [
 FALLBACK_PATTERNS: list[tuple[str, str]] = [
     (r"\binspect\s*\.\s*(stack|getsource|getouterframes|trace)\b", FRAMES),
     (r"\bsite-packages\b|\.\s*__file__\b", SOURCE),
-    (r"^\s*(import|from)\s+(gc|inspect|runpy|marshal|ctypes|importlib|types|atexit)\b", DYNAMIC),
+    (r"^[ \t]*(import|from)\s+(gc|inspect|runpy|marshal|ctypes|importlib|types|atexit)\b", DYNAMIC),
 ]
 _COMPILED = [(re.compile(p, re.MULTILINE), why) for p, why in PATTERNS]
 _FALLBACK = [(re.compile(p, re.MULTILINE), why) for p, why in FALLBACK_PATTERNS]
