@@ -721,6 +721,14 @@ def test_code_too_deep_for_the_parser_is_read_as_text(tmp_path):
     assert any(f.startswith("huge.py: not scanned") for f in scan(folder))
 
 
+def test_a_cell_the_student_marked_locked_is_still_read(tmp_path):
+    folder = submission(tmp_path, added=[("softmax_impl", GETFRAME)])
+    nb = nbformat.read(folder / f"{NB01}.ipynb", as_version=4)
+    nb.cells[8].metadata["nbgrader"] = {"locked": True, "grade": True, "grade_id": "mine"}
+    nbformat.write(nb, folder / f"{NB01}.ipynb")
+    assert any("cell 8 (mine) line 4" in f and "sys._getframe" in f for f in scan(folder))
+
+
 def test_symlinks_are_never_followed(tmp_path):
     outside = tmp_path / "outside.py"
     outside.write_text(STACK_ORACLE)

@@ -147,11 +147,17 @@ def _meta(cell) -> dict:
 def student_cells(nb, released) -> list:
     """Code cells written or changed by the student (not exactly a released cell's source)."""
     course = _released_sources(released) if released is not None else set()
+    restored = {  # test and read-only cells: nbgrader puts the instructor's source back
+        _meta(c).get("grade_id")
+        for c in (_cells(released) if released is not None else ())
+        if _meta(c).get("locked") or (_meta(c).get("grade") and not _meta(c).get("solution"))
+    } - {None}
     out = []
     for cell in _cells(nb):
         meta = _meta(cell)
-        if meta.get("locked") or (meta.get("grade") and not meta.get("solution")):
-            continue  # test and read-only cells: nbgrader puts the instructor's source back
+        locked = meta.get("locked") or (meta.get("grade") and not meta.get("solution"))
+        if locked and meta.get("grade_id") in restored:
+            continue  # (a cell the student marked "locked" himself is read like any other)
         if cell.get("cell_type") == "code" and _src(cell) not in course:
             out.append(cell)
     return out
