@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 import io
 import keyword
+import re
 import subprocess
 import sys
 import tokenize
@@ -1081,3 +1082,50 @@ if __name__ == "__main__":
     print(f"{'group':28s} {'answer':44s} {'fp':>4s} {'cont':>5s} {'jacc':>5s}  best match")
     for group, label, size, cont, jac, match in rows:
         print(f"{group:28s} {label[:44]:44s} {size:4d} {cont:5.2f} {jac:5.2f}  {match}")
+
+
+def _answer_cells() -> dict[str, tuple[str, str, list[str]]]:
+    """{function or class an answer defines: (notebook, grade_id, exercises its tests check)}."""
+    out = {}
+    for name in NOTEBOOKS:
+        nb = released(name)
+        exercises = review._answer_exercises(nb)
+        for cell in nb.cells:
+            meta = cell.metadata.get("nbgrader", {})
+            if meta.get("solution"):
+                for fn in re.findall(r"^(?:def|class)\s+(\w+)", cell.source, re.MULTILINE):
+                    out[fn] = (name, meta["grade_id"], exercises.get(meta["grade_id"], []))
+    return out
+
+
+ANSWER_CELLS = _answer_cells()
+FORBIDDEN_CASES = [
+    (fn, exercise, rule.label, path)
+    for fn, (_, _, exercises) in sorted(ANSWER_CELLS.items())
+    for exercise in exercises
+    for rule in forbidden.forbidden_table().get(exercise, ())
+    for path in (rule.paths or [f"torch.{b}" for b in rule.builtin_names])[:1]
+]
+
+
+@pytest.mark.parametrize("fn, exercise, label, path", FORBIDDEN_CASES)
+def test_every_forbidden_reference_of_every_exercise_is_flagged(
+    tmp_path, fn, exercise, label, path
+):
+    name, grade_id, _ = ANSWER_CELLS[fn]
+    source = f"import {path.split('.')[0]}\n\ndef {fn}(*args, **kwargs):\n    return {path}(*args, **kwargs)\n"
+    flags = scan(submission(tmp_path, name=name, answers={grade_id: source}), name)
+    assert any(label in f and f"the exercise `{exercise}` forbids" in f for f in flags), flags
+
+
+def test_the_forbidden_cases_cover_every_notebook():
+    assert len(FORBIDDEN_CASES) >= 60
+    assert {ANSWER_CELLS[fn][0] for fn, *_ in FORBIDDEN_CASES} == set(NOTEBOOKS)
+
+
+@pytest.mark.parametrize("label", sorted(HONEST_ALTERNATIVES))
+def test_honest_alternatives_as_answers_raise_no_flag(tmp_path, label):
+    fn = label.split(" ")[0]
+    name, grade_id, _ = ANSWER_CELLS[fn]
+    folder = submission(tmp_path, name=name, answers={grade_id: HONEST_ALTERNATIVES[label]})
+    assert scan(folder, name) == []

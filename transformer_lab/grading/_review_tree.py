@@ -241,7 +241,12 @@ def _exercise(tree, where, text, exercise, context) -> list[tuple[int, str, str]
     """Uses of what ``exercise`` forbids, in its answer or in the student code it reaches."""
     rex, aliases = context["reexports"], context["aliases"]
     forbidden = context["table"].get(exercise, ())
-    targets = {canonical(p, rex): r.label for r in forbidden for p in r.paths}
+    targets: dict[str, str] = {}  # path -> the checks' label(s) for it
+    for r in forbidden:
+        for p in r.paths:
+            key = canonical(p, rex)
+            if r.label not in targets.get(key, ""):
+                targets[key] = f"{targets[key]} / {r.label}" if key in targets else r.label
     builtins = {b: r.label for r in forbidden for b in r.builtin_names}
     reached = [(where, stmt, text) for stmt in tree.body]
     seen = {id(stmt) for stmt in tree.body}
