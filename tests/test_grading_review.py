@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import io
+import json
 import keyword
 import re
 import subprocess
@@ -728,6 +729,17 @@ def test_a_cell_the_student_marked_locked_is_still_read(tmp_path):
     nb.cells[8].metadata["nbgrader"] = {"locked": True, "grade": True, "grade_id": "mine"}
     nbformat.write(nb, folder / f"{NB01}.ipynb")
     assert any("cell 8 (mine) line 4" in f and "sys._getframe" in f for f in scan(folder))
+
+
+def test_malformed_notebooks_never_stop_the_scan(tmp_path):
+    cells = [5, {"cell_type": "code", "source": 7, "metadata": []}]
+    cells.append({"cell_type": "code", "source": ["import gc"], "metadata": {"nbgrader": 3}})
+    (tmp_path / "odd.ipynb").write_text(json.dumps({"cells": cells}))
+    (tmp_path / "broken.ipynb").write_text('{"cells": [ import inspect; inspect.stack()')
+    flags = review.scan_submission(tmp_path, {})
+    assert any(f.startswith("odd.ipynb cell") and "(gc)" in f for f in flags), flags
+    assert any(f.startswith("broken.ipynb line 1") and "inspect.stack" in f for f in flags), flags
+    assert review.scan_submission(tmp_path / "missing", {}) == []
 
 
 def test_symlinks_are_never_followed(tmp_path):

@@ -132,16 +132,19 @@ def _released_sources(released) -> set[str]:
 
 
 def _cells(nb) -> list:
-    return list(nb.get("cells", [])) if isinstance(nb, dict) else list(nb.cells)
+    cells = nb.get("cells", []) if isinstance(nb, dict) else getattr(nb, "cells", [])
+    return [c for c in cells if isinstance(c, dict)] if isinstance(cells, list) else []
 
 
 def _src(cell) -> str:
     source = cell.get("source", "")
-    return "".join(source) if isinstance(source, list) else source
+    return "".join(map(str, source)) if isinstance(source, list) else str(source)
 
 
 def _meta(cell) -> dict:
-    return (cell.get("metadata") or {}).get("nbgrader") or {}
+    metadata = cell.get("metadata")
+    meta = metadata.get("nbgrader") if isinstance(metadata, dict) else None
+    return meta if isinstance(meta, dict) else {}
 
 
 def student_cells(nb, released) -> list:
@@ -223,9 +226,16 @@ def scan_submission(folder, released_notebooks: dict) -> list[str]:
     Returns:
         Human-readable flags such as
         ``"01_self_attention.ipynb cell 7 (softmax_impl) line 3: reads the call stack
-        (inspect.stack): `frames = inspect.stack()`"``.
+        (inspect.stack): `frames = inspect.stack()`"``. Never raises for what a submission
+        holds: a failure of the scan itself is returned as a flag.
     """
-    root = Path(folder)
+    try:
+        return _scan_submission(Path(folder), released_notebooks)
+    except Exception as exc:  # a grader must grade the others whatever one submission holds
+        return [f"the code scan failed ({type(exc).__name__}: {exc}): review the code by hand"]
+
+
+def _scan_submission(root: Path, released_notebooks: dict) -> list[str]:
     sources: list[_Source] = []
     notes: list[str] = []
     notebooks = list(released_notebooks.values())
