@@ -120,7 +120,8 @@ STUDENTS = {
     # the two correct exercises keep their 4 points) and the patch is flagged.
     "patched_comparisons": (answer(**{**FULL, "softmax_impl": PATCHED}), NEEDS_REVIEW, 4),
     "fake_checks": (answer(**{**FULL, "softmax_impl": FAKE_CHECKS}), NEEDS_REVIEW, 4),
-    "uses_reference": (answer(**{**FULL, "softmax_impl": REFERENCE}), GRADED, 4),
+    # the check gives the softmax 0 points, and the code scan flags the reference's use (issue 22)
+    "uses_reference": (answer(**{**FULL, "softmax_impl": REFERENCE}), NEEDS_REVIEW, 4),
 }
 
 
