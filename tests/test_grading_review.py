@@ -683,6 +683,8 @@ def test_the_sandbox_test_class_attacks_are_flagged_by_the_scan(tmp_path, studen
     folder = tmp_path / "sub"
     folder.mkdir()
     nbformat.write(nb, folder / f"{NB01}.ipynb")
+    for name, text in klass.EXTRA_FILES.get(student, {}).items():
+        (folder / name).write_text(text, encoding="utf-8")  # e.g. helpers.py beside it
     assert scan(folder), student
 
 

@@ -202,13 +202,10 @@ def _grade_student(op: dict, cfg, coursedir) -> dict:
     result["timeouts"] = _count_timeouts(coursedir.root, coursedir, assignment, student) + int(
         execute.RUN.get("timeouts", 0)
     )
-    # Review flags: what the kernels reported, and what the student's code shows (read here).
-    scan = _local("review").scan_notebook
-    flags = [
-        f"code: {flag}"
-        for name in sorted(released)
-        for flag in _scan_staged(scan, Path(op["staging"]) / f"{name}.ipynb", released[name])
-    ]
+    # Review flags: what the kernels reported, and what the student's code shows: every file
+    # of the (sealed) staged submission the kernel could run, read here.
+    scan = _local("review").scan_submission
+    flags = [f"code: {flag}" for flag in scan(Path(op["staging"]), released)]
     result["flags"] = flags + list(execute.RUN.get("flags", []))
     result["hidden_failures"] = list(execute.RUN.get("hidden_failures", []))
     if result["success"] and op.get("feedback", True):
@@ -218,14 +215,6 @@ def _grade_student(op: dict, cfg, coursedir) -> dict:
         result["feedback_result"] = _run_app(app)
         result["feedback_seconds"] = round(time.monotonic() - started, 2)
     return result
-
-
-def _scan_staged(scan, path, released) -> list[str]:
-    import nbformat
-
-    if not path.is_file():
-        return []
-    return scan(nbformat.read(str(path), as_version=4), released)
 
 
 def main() -> None:

@@ -49,7 +49,8 @@ DOTTED: dict[str, str] = {
     ),
     **dict.fromkeys(
         "transformer_lab.grading transformer_lab.checks._guards transformer_lab.checks._integrity "
-        "transformer_lab.checks._core transformer_lab.checks._api".split(),
+        "transformer_lab.checks._core transformer_lab.checks._api "
+        "transformer_lab.checks._serve".split(),
         INTERNALS,
     ),
 }
@@ -72,7 +73,7 @@ ATTRIBUTES: dict[str, str] = {
     ),
     **dict.fromkeys(
         "_guards _integrity _STATE _SEALED _SNAPSHOT _SEALED_CODES _SEALED_NAMESPACES TRUSTED "
-        "hidden_entry HIDDEN_MIME take_snapshot".split(),
+        "hidden_entry HIDDEN_MIME take_snapshot _serve _HANDLES _BY_ID _GRAPHS".split(),
         INTERNALS,
     ),
 }
@@ -91,7 +92,7 @@ NAMES_AS_TEXT: dict[str, str] = {
 # Text inside string literals (paths, module names given as text).
 STRINGS: list[tuple[str, str]] = [
     (r"\.pyc?\b(?!\w)|site-packages|dist-packages|transformer_lab[/\\]", SOURCE),
-    (r"_guards|_integrity|application/vnd\.tlab|_STATE\b", INTERNALS),
+    (r"_guards|_integrity|_serve|application/vnd\.tlab|_STATE\b", INTERNALS),
     (r"^(inspect|gc|runpy|marshal|importlib|ctypes|builtins)$", DYNAMIC),
 ]
 # Cell magics and shell escapes that run code from elsewhere; harmless magics are not flagged.
