@@ -292,3 +292,138 @@ def test_the_share_is_the_machine_divided_by_the_lanes(monkeypatch):
     assert sandbox.SandboxLimits().cpu_share() == 1.0
     assert sandbox.sandbox_env({}, 1.0)["OMP_NUM_THREADS"] == "1"
     assert sandbox.SandboxLimits(cpus=1000).cpu_share() == float(os.cpu_count())
+
+
+# -- through `tlab grade --jobs 2` -----------------------------------------------------------------
+
+A = "fx_attention"
+HANG = "def scaled_dot_product_attention(q, k, v, mask=None):\n    while True:\n        pass"
+BIG_IMAGES = (
+    "from IPython.display import display\n"
+    "blob = 'iVBORw0KGgo' + 'A' * (8 << 20)\n"
+    "for _ in range(4):\n"
+    "    display({'image/png': blob, 'text/plain': '<big image>'}, raw=True)\n"
+)
+FILL_DISK = (
+    "try:\n"
+    "    for i in range(10):\n"
+    "        open(f'fill{i}.bin', 'wb').write(b'x' * (30 << 20))\n"
+    "except OSError as exc:\n"
+    "    print('disk full at file', i, exc.errno)\n"
+)
+
+
+def _course(root: Path) -> None:
+    from transformer_lab import cli
+
+    shutil.copy(REPO / "nbgrader_config.py", root / "nbgrader_config.py")
+    shutil.copytree(Path(__file__).parent / "fixtures" / "course" / "solutions", root / "solutions")
+    assert cli.main(["--root", str(root), "release"]) == 0
+
+
+def _submit(root: Path, student: str, answers: dict[str, str], extra: str = "") -> Path:
+    import datetime
+
+    solution = nbformat.read(root / "solutions" / A / f"{A}.ipynb", as_version=4)
+    nb = nbformat.read(root / "notebooks" / A / f"{A}.ipynb", as_version=4)
+    for cell in nb.cells:
+        gid = cell.metadata.get("nbgrader", {}).get("grade_id", "")
+        if gid.endswith("_impl"):
+            src = next(
+                c for c in solution.cells if c.metadata.get("nbgrader", {}).get("grade_id") == gid
+            )
+            lines = [ln for ln in src.source.splitlines() if "SOLUTION" not in ln]
+            cell.source = answers.get(gid, "\n".join(lines))
+    if extra:
+        nb.cells.append(nbformat.v4.new_code_cell(extra))
+    folder = root / "submitted" / student / A
+    folder.mkdir(parents=True)
+    nbformat.write(nb, folder / f"{A}.ipynb")
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f %Z")
+    (folder / "timestamp.txt").write_text(stamp)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    if shutil.which("bwrap") is None:
+        pytest.skip("bubblewrap is not installed")
+    from transformer_lab.grading.autograde import GradeOptions, grade
+
+    base = tmp_path_factory.mktemp("isolation")
+    root = base / "course"
+    root.mkdir()
+    _course(root)
+    secret = base / "secret.txt"  # outside the course, readable by root only
+    secret.write_text(SECRET)
+    secret.chmod(0o600)
+    links = _submit(root, "links", {})
+    (links / "secret.txt").symlink_to(secret)
+    (links / "solutions").symlink_to(root / "solutions", target_is_directory=True)
+    os.mkfifo(links / "pipe")
+    nb_link = _submit(root, "nb_link", {})
+    (nb_link / f"{A}.ipynb").unlink()
+    (nb_link / f"{A}.ipynb").symlink_to(root / "solutions" / A / f"{A}.ipynb")
+    _submit(root, "big_images", {}, BIG_IMAGES)
+    _submit(root, "disk_filler", {}, FILL_DISK)
+    _submit(root, "hanging", {"attention_impl": HANG})
+    report = grade(root, A, GradeOptions(timeout=10, budget=10.0, quiet=True, jobs=2))
+    return root, report
+
+
+def _everything_written(root: Path) -> list[Path]:
+    folders = [root / ".tlab" / "staging", root / "autograded", root / "feedback"]
+    return [p for f in folders if f.exists() for p in f.rglob("*")]
+
+
+def test_links_and_fifos_are_reported_and_never_followed(graded):
+    root, report = graded
+    links = report.students["links"]
+    assert links.score == 6, (links.status, links.reason)
+    notes = "; ".join(links.notes)
+    assert "secret.txt not copied" in notes and "solutions not copied" in notes
+    assert "pipe not copied: it is a FIFO" in notes
+    nb_link = report.students["nb_link"]
+    assert nb_link.status == "not_graded" and "symbolic link" in nb_link.reason
+    written = _everything_written(root)
+    assert written and not any(p.is_symlink() for p in written)
+    hidden = "BEGIN HIDDEN TESTS"  # in solutions/ only; feedback and autograded strip it
+    for path in written:
+        if path.is_file():
+            text = path.read_bytes().decode("utf-8", "replace")
+            assert SECRET not in text, path
+            assert path.name != "secret.txt" and "solutions" not in path.relative_to(root).parts
+            assert hidden not in text or path.suffix == ".ipynb", path
+
+
+def test_huge_image_outputs_are_bounded(graded):
+    root, report = graded
+    assert report.students["big_images"].score == 6
+    autograded = root / "autograded" / "big_images" / A / f"{A}.ipynb"
+    feedback = root / "feedback" / "big_images" / A / f"{A}.html"
+    # 4 x 8 MB images were displayed; the notebook budget is 2 MB, the template ~0.3 MB.
+    assert autograded.stat().st_size < NOTEBOOK_BYTES + 500_000
+    assert feedback.stat().st_size < NOTEBOOK_BYTES + 800_000
+    assert "not kept by the grader" in autograded.read_text()
+
+
+def test_a_kernel_filling_its_disk_costs_nobody_anything(graded):
+    root, report = graded
+    assert report.students["disk_filler"].score == 6
+    out = (root / "autograded" / "disk_filler" / A / f"{A}.ipynb").read_text()
+    assert "disk full at file" in out and "28" in out  # ENOSPC inside its own tmpfs
+    assert not [p for p in root.rglob("fill*.bin")]
+
+
+def test_a_timeout_is_regraded_alone_then_marked_for_review(graded):
+    _, report = graded
+    hanging = report.students["hanging"]
+    assert hanging.score == 3 and hanging.status == "needs_review"
+    assert hanging.timeouts >= 1
+    assert "timeout:" in hanging.reason and "again when regraded alone" in hanging.reason
+    # The report's summary and the run's summary count the same submissions as needing review.
+    from transformer_lab.grading.parallel import run_summary
+
+    n_review = sum(r.status == "needs_review" for r in report.students.values())
+    assert f"({n_review} of them need review)" in report.summary()
+    assert f"({n_review} of them need review)" in run_summary(report, 1.0, jobs=2)

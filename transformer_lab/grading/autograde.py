@@ -414,6 +414,8 @@ def grade(root: Path, assignment: str, options: GradeOptions | None = None) -> G
                 row.get("max_score", max_score),
             )
             result.timeouts = int(event.get("timeouts") or 0)
+            if result.timeouts:
+                result.notes.append(f"{result.timeouts} cell(s) interrupted at the time limit")
             if row.get("needs_manual_grade"):
                 result.notes.append("needs manual grading")
             if feedback is not None and not feedback.get("success"):
