@@ -305,11 +305,18 @@ BIG_IMAGES = (
     "    display({'image/png': blob, 'text/plain': '<big image>'}, raw=True)\n"
 )
 FILL_DISK = (
+    "import os, sys\n"
     "try:\n"
     "    for i in range(10):\n"
     "        open(f'fill{i}.bin', 'wb').write(b'x' * (30 << 20))\n"
     "except OSError as exc:\n"
     "    print('disk full at file', i, exc.errno)\n"
+    "sockets = os.path.dirname(sys.argv[sys.argv.index('-f') + 1])  # the one host folder\n"
+    "try:\n"
+    "    open(os.path.join(sockets, 'fill.bin'), 'wb').write(b'x' * (1 << 20))\n"
+    "    print('socket folder written')\n"
+    "except OSError as exc:\n"
+    "    print('socket folder refused', exc.errno)\n"
 )
 
 
@@ -412,6 +419,8 @@ def test_a_kernel_filling_its_disk_costs_nobody_anything(graded):
     assert report.students["disk_filler"].score == 6
     out = (root / "autograded" / "disk_filler" / A / f"{A}.ipynb").read_text()
     assert "disk full at file" in out and "28" in out  # ENOSPC inside its own tmpfs
+    if os.geteuid() == 0:  # the socket folder was taken back before the first cell ran
+        assert "socket folder refused 13" in out  # EACCES
     assert not [p for p in root.rglob("fill*.bin")]
 
 

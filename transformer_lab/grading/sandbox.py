@@ -284,8 +284,19 @@ def sandbox_env(env: dict[str, str], cpus: float | None = None) -> dict[str, str
     return out
 
 
-def _private_dir(prefix: str, uid: int = NOBODY) -> Path:
-    path = Path(tempfile.mkdtemp(prefix=prefix))
+def _memory_dir() -> str | None:
+    """``/dev/shm`` if it is a writable tmpfs (sockets then live in memory, not on disk)."""
+    try:
+        with open("/proc/mounts", encoding="utf-8") as fh:
+            mounts = [line.split() for line in fh]
+    except OSError:
+        return None
+    shm = any(len(m) > 2 and m[1] == "/dev/shm" and m[2] == "tmpfs" for m in mounts)
+    return "/dev/shm" if shm and os.access("/dev/shm", os.W_OK) else None
+
+
+def _private_dir(prefix: str, uid: int = NOBODY, base: str | None = None) -> Path:
+    path = Path(tempfile.mkdtemp(prefix=prefix, dir=base))
     if os.geteuid() == 0:
         os.chown(path, uid, uid)  # the kernel's own user
     path.chmod(0o700)
@@ -337,7 +348,7 @@ class SandboxKernelManager(AsyncKernelManager):
     async def _async_pre_start_kernel(self, **kw):
         # Private folders: Unix sockets + connection file, and the seed of the working folder.
         self._tlab_uid = new_uid() if os.geteuid() == 0 else NOBODY
-        self._tlab_ipc = _private_dir("tlab-ipc-", self._tlab_uid)
+        self._tlab_ipc = _private_dir("tlab-ipc-", self._tlab_uid, _memory_dir())
         self._tlab_seed = _private_dir("tlab-seed-", self._tlab_uid)
         self.transport = "ipc"
         self.ip = str(self._tlab_ipc / "kernel")
@@ -370,6 +381,30 @@ class SandboxKernelManager(AsyncKernelManager):
         kw["env"] = sandbox_env(dict(kw.get("env") or os.environ), self._tlab_cpus)
         kw.pop("cwd", None)  # bwrap --chdir
         return await super()._async_launch_kernel(kernel_cmd, **kw)
+
+    async def _async_post_start_kernel(self, **kw) -> None:
+        await super()._async_post_start_kernel(**kw)
+        if os.geteuid() == 0:
+            await self._tlab_seal_sockets()
+
+    async def _tlab_seal_sockets(self, wait: float = 120.0) -> None:
+        """Once the kernel has bound its five sockets, take their folder from its user.
+
+        This happens before the grader sends the first cell, so no student cell can ever create
+        a file in the one host folder the sandbox can write.
+        """
+        import asyncio
+        import time
+
+        ports = (self.shell_port, self.iopub_port, self.stdin_port, self.control_port)
+        paths = [f"{self.ip}-{port}" for port in (*ports, self.hb_port)]
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline and await self.is_alive():
+            if all(os.path.exists(path) for path in paths):
+                os.chown(self._tlab_ipc, 0, 0)
+                os.chmod(self._tlab_ipc, 0o755)
+                return
+            await asyncio.sleep(0.02)
 
     async def _async_interrupt_kernel(self) -> None:
         # A signal to bwrap would end the sandbox; ask the kernel over its control channel
