@@ -287,6 +287,24 @@ def test_each_kernel_gets_its_cpu_share_and_as_many_threads(tmp_path):
             shutil.rmtree(folder, ignore_errors=True)
 
 
+def test_without_a_writable_cgroup_there_is_no_share_and_no_error(monkeypatch, tmp_path):
+    monkeypatch.setattr(cpushare, "ROOT", tmp_path)  # an empty /sys/fs/cgroup
+    assert cpushare.cpu_share_backend() is None
+    assert cpushare.CpuShare.create("kernel-x", 1.0) is None
+    cmd = sandbox.sandbox_command(["python"], course_root=REPO, ipc_dir=tmp_path, cgroup_procs=None)
+    assert cmd[0].endswith("bwrap")  # started directly, no cgroup step
+
+
+def test_only_timeouts_are_regraded_alone():
+    from transformer_lab.grading.autograde import _timed_out
+
+    assert _timed_out({"success": True, "timeouts": 2})
+    assert not _timed_out({"success": True, "timeouts": 0})
+    assert _timed_out({"success": False, "error": "the grading process stopped responding on x"})
+    assert not _timed_out({"success": False, "autograde": {"error": "DeadKernelError"}})
+    assert not _timed_out(None)
+
+
 def test_the_share_is_the_machine_divided_by_the_lanes(monkeypatch):
     monkeypatch.setenv("TLAB_SANDBOX_CPUS", "1")
     assert sandbox.SandboxLimits().cpu_share() == 1.0

@@ -220,7 +220,7 @@ def preflight(
         staging: the folder to receive the gradable copy (created).
     """
     result = Preflight(student)
-    if submission.is_symlink():
+    if submission.is_symlink() or submission.parent.is_symlink():
         result.ok, result.reason = False, "the submission folder is a symbolic link (not followed)"
         return result
     if not submission.is_dir():

@@ -346,6 +346,7 @@ class SandboxKernelManager(AsyncKernelManager):
     limits: SandboxLimits = SandboxLimits()
 
     async def _async_pre_start_kernel(self, **kw):
+        self._tlab_release()  # a restart: the previous kernel's folders and group
         # Private folders: Unix sockets + connection file, and the seed of the working folder.
         self._tlab_uid = new_uid() if os.geteuid() == 0 else NOBODY
         self._tlab_ipc = _private_dir("tlab-ipc-", self._tlab_uid, _memory_dir())
@@ -420,10 +421,15 @@ class SandboxKernelManager(AsyncKernelManager):
     async def _async_cleanup_resources(self, restart: bool = False) -> None:
         await super()._async_cleanup_resources(restart=restart)
         if not restart:
-            for attr in ("_tlab_ipc", "_tlab_seed"):
-                folder = getattr(self, attr, None)
-                if folder is not None:
-                    shutil.rmtree(folder, ignore_errors=True)
-            share = getattr(self, "_tlab_share", None)
-            if share is not None:
-                share.remove()
+            self._tlab_release()
+
+    def _tlab_release(self) -> None:
+        for attr in ("_tlab_ipc", "_tlab_seed"):
+            folder = getattr(self, attr, None)
+            if folder is not None:
+                shutil.rmtree(folder, ignore_errors=True)
+                setattr(self, attr, None)
+        share = getattr(self, "_tlab_share", None)
+        if share is not None:
+            share.remove()
+            self._tlab_share = None
