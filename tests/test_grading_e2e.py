@@ -107,9 +107,9 @@ STUDENTS = {
     "full": (answer(**FULL), GRADED, 6),
     "untouched": (None, GRADED, 0),
     "partial": (answer(softmax_impl="solution"), GRADED, 2),
-    "hanging": (
+    "hanging": (  # a final timeout is marked for review, never a silent 0 with "graded"
         answer(softmax_impl="solution", causal_impl="solution", attention_impl=HANG),
-        GRADED,
+        NEEDS_REVIEW,
         3,
     ),
     "kernel_killer": (answer(**{**FULL, "softmax_impl": KILL}), NOT_GRADED, None),

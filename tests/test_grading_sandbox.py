@@ -37,6 +37,7 @@ attempt("home_view", lambda: out.__setitem__("root_view", sorted(os.listdir("/ro
 attempt("write_package", lambda: open(os.path.join(repo, "transformer_lab", "x.py"), "w"))
 attempt("write_tmp", lambda: open("/tmp/x", "w").write("x"))
 attempt("write_home", lambda: open("x", "w").write("x"))
+attempt("read_seed", lambda: out.__setitem__("seeded", open("data.txt").read()))
 attempt("network", lambda: socket.create_connection(("127.0.0.1", int(sys.argv[2])), timeout=2))
 attempt("import_package", lambda: __import__("transformer_lab.checks"))
 attempt("big_file", lambda: open("/tmp/big", "wb").write(b"x" * (80 << 20)))
@@ -55,17 +56,18 @@ def test_the_sandbox_sees_only_python_and_its_own_folders(tmp_path):
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
     server.listen()
-    work, ipc = tmp_path / "work", tmp_path / "ipc"
-    work.mkdir()
+    seed, ipc = tmp_path / "seed", tmp_path / "ipc"
+    seed.mkdir()
     ipc.mkdir()
+    (seed / "data.txt").write_text("seeded")
     uid = 1_500_000_123
     if os.geteuid() == 0:
-        for folder in (work, ipc):
+        for folder in (seed, ipc):
             os.chown(folder, uid, uid)
     cmd = sandbox_command(
         [sys.executable, "-c", PROBE, str(REPO), str(server.getsockname()[1])],
         course_root=REPO,
-        workdir=work,
+        seed=seed,
         ipc_dir=ipc,
         uid=uid,
     )
@@ -90,7 +92,8 @@ def test_the_sandbox_sees_only_python_and_its_own_folders(tmp_path):
     assert seen["home"] == "/home/student" and "TLAB_TEST_INSTRUCTOR_SECRET" not in seen["env"]
     if os.geteuid() == 0:
         assert seen["uid"] == uid
-    assert (work / "x").read_text() == "x"  # the working folder is the one we gave it
+    assert seen["seeded"] == "seeded"  # the seed's files were copied into the working folder
+    assert sorted(os.listdir(seed)) == ["data.txt"]  # and what the kernel wrote stayed inside
 
 
 def test_a_missing_bwrap_is_a_clear_error(monkeypatch):

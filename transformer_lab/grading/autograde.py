@@ -21,6 +21,7 @@ and restored if the regrade fails.
 from __future__ import annotations
 
 import datetime as _dt
+import os
 import re
 import secrets
 import shutil
@@ -163,6 +164,14 @@ def grade(root: Path, assignment: str, options: GradeOptions | None = None) -> G
             probe(root)
         except SandboxError as exc:
             raise CourseError(str(exc)) from None
+        from transformer_lab.grading.cpushare import cpu_share_backend
+
+        if cpu_share_backend() is None and options.jobs > 1 and len(todo) > 1:
+            report.warnings.append(
+                "no writable cgroup CPU controller: kernels graded at once share the CPUs "
+                "without a cap (each still uses only its share of threads, and a submission "
+                "that times out is regraded alone)"
+            )
     config: dict = {
         "CourseDirectory.submitted_directory": str(staging_root.relative_to(root)),
         "GuardedExecute.sandbox": bool(options.sandbox),
@@ -259,7 +268,7 @@ def grade(root: Path, assignment: str, options: GradeOptions | None = None) -> G
                 events, code, stderr = run_driver(
                     {"root": str(root), "ops": ops, "config": config, "guarded": True},
                     on_event=on_event,
-                    env={"TLAB_GRADING": "1"},
+                    env={"TLAB_GRADING": "1", "TLAB_SANDBOX_CPUS": f"{share['cpus']:g}"},
                     idle_timeout=idle,
                 )
                 first_pass = False
@@ -294,7 +303,23 @@ def grade(root: Path, assignment: str, options: GradeOptions | None = None) -> G
             if loads_assignment or not first_lane_failed():
                 lane(students, loads_assignment, loaded)
 
-        run_lanes(lane_after_load, todo, 1 if one_lane else options.jobs)
+        machine_cpus = float(os.cpu_count() or 1)
+        lanes = 1 if one_lane else max(1, min(options.jobs, len(todo)))
+        share = {"cpus": max(1.0, machine_cpus // lanes)}  # each kernel's CPUs (sandbox.py)
+        run_lanes(lane_after_load, todo, lanes)
+        if lanes > 1 and not first_lane_failed():
+            # A cell may have run out of time because the other lanes were busy: regrade those
+            # submissions again, one at a time with the whole machine, before a timeout counts.
+            again = [sid for sid in todo if _timed_out(events_by_student.get(sid))]
+            if again:
+                share["cpus"] = machine_cpus
+                if progress is not None:
+                    progress.total += len(again)
+                for sid in again:
+                    events_by_student.pop(sid, None)
+                lane(again, False, threading.Event())
+                for sid in again:
+                    events_by_student.setdefault(sid, {}).update(regraded_alone=True)
         if not first_lane_failed() and nbgrader_csv and not one_lane:
             # Every lane has finished: nbgrader's CSV of the whole class, in one more process.
             events, _, _ = run_driver(
@@ -366,6 +391,13 @@ def grade(root: Path, assignment: str, options: GradeOptions | None = None) -> G
             result.flags = list(event.get("flags") or [])
             if pre.get("needs_review"):
                 result.flags.insert(0, pre["needs_review"])
+            if result.timeouts:  # a timeout never becomes a silent 0 with status "graded"
+                alone = ", again when regraded alone" if event.get("regraded_alone") else ""
+                result.flags.insert(
+                    0,
+                    f"timeout: {result.timeouts} cell(s) stopped at the {cell_timeout} s time "
+                    f"limit{alone} (scored 0)",
+                )
             if result.flags and result.status == GRADED:
                 result.status = NEEDS_REVIEW
                 result.reason = f"{len(result.flags)} flag(s): " + "; ".join(result.flags[:3])
@@ -383,6 +415,16 @@ def grade(root: Path, assignment: str, options: GradeOptions | None = None) -> G
         shutil.rmtree(folder, ignore_errors=True)
     save_merged(report, root)
     return report
+
+
+def _timed_out(event: dict | None) -> bool:
+    """Did this submission lose time to the limits (and so deserve a regrade alone)?"""
+    if not event:
+        return False
+    if event.get("success"):
+        return bool(event.get("timeouts"))
+    why = classify_failure(event)
+    return "stopped responding" in why or "within the limits" in why
 
 
 def _was_graded(report: GradingReport, sid: str) -> bool:

@@ -185,7 +185,7 @@ class GuardedExecute(Execute):
             if graded and output.get("output_type") == "stream" and output.get("name") == "stderr":
                 output["name"] = "stdout"
                 output["text"] = "[stderr] " + output.get("text", "")
-        _truncate(cell, self.max_output_chars)
+        _sibling("outputs").bound_outputs(cell, self.nb, text_chars=self.max_output_chars)
 
     # -- the grader's verdict -------------------------------------------------------------
     def _decide(self, cell, source: str, timeout) -> None:
@@ -286,31 +286,3 @@ class GuardedExecute(Execute):
             if not isinstance(text, str):
                 raise _remote.RemoteError("the kernel's answer is not text")
             return text
-
-
-def _truncate(cell, limit: int) -> None:
-    """Keep at most ``limit`` characters of text across a cell's outputs."""
-    used = 0
-    for output in cell.get("outputs", []):
-        fields = []
-        if output.get("output_type") == "stream":
-            fields.append((output, "text"))
-        elif output.get("output_type") in ("execute_result", "display_data"):
-            data = output.get("data", {})
-            fields += [(data, k) for k in data if k.startswith("text/")]
-        elif output.get("output_type") == "error":
-            output["evalue"] = str(output.get("evalue", ""))[: max(limit, 1000)]
-            output["traceback"] = [str(t)[:limit] for t in output.get("traceback", [])[:100]]
-        for owner, key in fields:
-            text = owner[key]
-            if isinstance(text, list):
-                text = "".join(text)
-            if not isinstance(text, str):
-                continue
-            room = max(limit - used, 0)
-            if len(text) > room:
-                owner[key] = (
-                    text[:room] + f"\n[... {len(text) - room} more characters of output "
-                    f"not kept by the grader (limit {limit} per cell)]\n"
-                )
-            used += min(len(text), room)
