@@ -118,3 +118,19 @@ def test_the_graph_reads_relative_and_package_imports():
     assert "transformer_lab.models.gpt_config" in edges["transformer_lab.models.gpt"]
     assert "transformer_lab.checks._core" in edges["transformer_lab.checks.softmax"]
     assert "transformer_lab.attention" in edges["transformer_lab"]
+
+
+CORE = ("attention", "heads", "positional", "masks", "blocks", "models", "tiled", "gqa",
+        "interpret", "bert_inputs", "_validate")  # fmt: skip
+SUPPORT = ("checks", "grading", "widgets", "data", "train", "checkpoints", "pretrained")
+
+
+def test_the_core_package_imports_nothing_of_the_course_support():
+    edges = graph()
+    core = [m for m in edges if m.split(".")[1:2] and m.split(".")[1] in CORE]
+    assert len(core) > 10
+    bad = {
+        m: sorted(t for t in edges[m] if t.split(".")[1:2] and t.split(".")[1] in SUPPORT)
+        for m in core
+    }
+    assert not {m: t for m, t in bad.items() if t}
