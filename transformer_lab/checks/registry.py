@@ -149,6 +149,7 @@ def plain() -> dict[str, Any]:
                 "name": e.name,
                 "notebook": e.notebook,
                 "check": e.check.__name__,
+                "module": e.check.__module__,
                 "signature": e.signature,
                 "kind": e.kind,
                 "points": e.points,
@@ -195,13 +196,14 @@ BEGIN, END = (
 
 def api_table() -> str:
     """docs/api.md's table: every ``check_<name>`` with what the student defines."""
-    lines = ["| check | the student defines | graded cell (points) | checked against |"]
+    lines = ["| check (file) | the student defines | graded cell (points) | checked against |"]
     lines.append("|---|---|---|---|")
     for e in ordered():
         cells = ", ".join(f"`{c.grade_id}` ({c.points})" for c in e.cells)
         against = f"`{e.against}`" if e.against and " " not in e.against else e.against
         signature = e.signature.replace("|", "\\|")
-        lines.append(f"| `{e.check.__name__}` | `{signature}` | {cells} | {against} |")
+        where = e.check.__module__.removeprefix("transformer_lab.").replace(".", "/") + ".py"
+        lines.append(f"| `{e.check.__name__}` ({where}) | `{signature}` | {cells} | {against} |")
     return "\n".join(lines)
 
 
