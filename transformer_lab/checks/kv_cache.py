@@ -20,6 +20,7 @@ from transformer_lab.checks._core import Case, Runner, _clone, describe_args, ge
 from transformer_lab.checks._integrity import TRUSTED
 from transformer_lab.checks.gpt import signature_hint
 from transformer_lab.checks.gpt_model import forbidden_gpt, random_gpt, tuple_hint
+from transformer_lab.checks.registry import Cell, Exercise, register
 from transformer_lab.heads import KVCache
 from transformer_lab.models import gpt as _gpt
 
@@ -480,3 +481,15 @@ def _chain_evidence(io: list[tuple[int, Tensor, Tensor]], n_layers: int) -> str 
                 "x, _ = block(x, is_causal=True, cache=cache), each taking the previous output."
             )
     return None
+
+
+register(
+    Exercise(
+        "generate_greedy",
+        "07_gpt",
+        "generate_greedy(model, idx, max_new_tokens) -> (B, T0 + max_new_tokens)",
+        cells=(Cell("generate_greedy_tests", "generate_greedy", 2),),
+        check=check_generate_greedy,
+        against="greedy decoding by full recomputation with transformer_lab.models.GPT",
+    )
+)

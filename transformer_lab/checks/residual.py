@@ -29,6 +29,7 @@ from transformer_lab.checks._core import Case, Mistake, Runner, describe_args, g
 from transformer_lab.checks._integrity import Forbidden
 from transformer_lab.checks.block_trace import wiring_message
 from transformer_lab.checks.fallback import verdict
+from transformer_lab.checks.registry import Cell, Exercise, register
 from transformer_lab.checks.softmax import signature_hint as _signature_hint
 
 __all__ = ["Sublayers", "sublayers_of", "check_encoder_block"]
@@ -365,3 +366,15 @@ def check_encoder_block(encoder_block, hidden: bool = False) -> None:
             message, named = verdict(message, out, expected, dims={"C": C}, atol=ATOL)
             run.fail(message, case, named=named)
     run.passed()
+
+
+register(
+    Exercise(
+        "encoder_block",
+        "05_transformer_block",
+        "encoder_block(x, layer, norm_first, mask=None) -> (B, T, C)",
+        cells=(Cell("encoder_block_tests", "encoder_block", 2),),
+        check=check_encoder_block,
+        against="torch.nn.TransformerEncoderLayer",
+    )
+)

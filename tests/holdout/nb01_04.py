@@ -1,12 +1,19 @@
 """A second set of wrong implementations, written after the checks were tuned on the catalogues
 (catalogue_01..04) and never used to tune them: it measures how well the generic evidence
-carries to mistakes nobody anticipated. Not required to be 100% named; reported by
-``python -m tests.mistakes.report``.
+carries to mistakes nobody anticipated (notebooks 01-04; the later notebooks' holdouts are the
+``nbNN*.py`` modules beside this one). Entries are written as source text (see
+tests/catalogues/_source.py). Reported by ``python -m tests.holdout report 01 02 03 04``.
+
+Figures: 25 mistakes; before the feedback work 7 named, 13 generic, 4 misleading, 1 passed; after
+generic fixes only 20 named, 5 generic; when converted to the holdout format (main at 992c820)
+25 named. Its floor was 70% named with none misleading (tests/mistakes/test_catalogue.py).
 """
 
-from tests.mistakes._harness import wrong
+from tests.catalogues._source import wrong
 
-WRONG = [
+NAMED_AT_LEAST = 1.0  # measured 25 of 25 when converted (its floor had been 70%)
+
+MISTAKES = [
     wrong(
         "softmax",
         "values",

@@ -1,6 +1,8 @@
 """Notebook 04: causal mask, leak detector, padding mask, pad and truncate, cross-attention."""
 
-from tests.mistakes._harness import right, wrong
+from tests.catalogues._source import right, wrong
+
+NAMED_AT_LEAST = 1.0  # every entry named (the floor since the feedback work; see _source.py)
 
 _LEAK = """
 def future_leaks(attend, T, C, seed=0):
@@ -40,7 +42,7 @@ _CROSS = """
 def cross_attention(x_q, x_kv, w_q, w_k, w_v, mask=None):
 """
 
-WRONG = [
+MISTAKES = [
     # ---------------------------------------------------------------- causal_mask
     wrong(
         "causal_mask",
@@ -506,7 +508,7 @@ def pad_and_truncate(sequences, max_len, pad_id):
     ),
 ]
 
-RIGHT = [
+CORRECT = [
     right(
         "causal_mask",
         """

@@ -1,6 +1,8 @@
 """Notebook 03: sinusoidal encodings, the shift matrix, the offset dot product, RoPE."""
 
-from tests.mistakes._harness import right, wrong
+from tests.catalogues._source import right, wrong
+
+NAMED_AT_LEAST = 1.0  # every entry named (the floor since the feedback work; see _source.py)
 
 _PE_HEAD = """
 def sinusoidal_encoding(n_positions, d_model, base=10000.0):
@@ -37,7 +39,7 @@ def shift_matrix(k, d_model, base=10000.0):
     theta = base ** (-torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
 """
 
-WRONG = [
+MISTAKES = [
     # ---------------------------------------------------------------- sinusoidal_encoding
     wrong(
         "sinusoidal_encoding",
@@ -541,7 +543,7 @@ def apply_rope(x, base=10000.0):
     ),
 ]
 
-RIGHT = [
+CORRECT = [
     right(
         "sinusoidal_encoding",
         """

@@ -1,6 +1,8 @@
 """Notebook 02: split and merge heads, multi-head attention (loop and batched), PyTorch's module."""
 
-from tests.mistakes._harness import right, wrong
+from tests.catalogues._source import right, wrong
+
+NAMED_AT_LEAST = 1.0  # every entry named (the floor since the feedback work; see _source.py)
 
 _MHA = """
 def multi_head_attention(x_q, x_kv, w_q, w_k, w_v, w_o, n_heads, mask=None):
@@ -11,7 +13,7 @@ def multi_head_attention(x_q, x_kv, w_q, w_k, w_v, w_o, n_heads, mask=None):
     return merge_heads(out) @ w_o, weights
 """
 
-WRONG = [
+MISTAKES = [
     # ---------------------------------------------------------------- split_heads
     wrong(
         "split_heads",
@@ -495,7 +497,7 @@ def to_torch_mha(w_q, w_k, w_v, w_o, n_heads):
     ),
 ]
 
-RIGHT = [
+CORRECT = [
     right(
         "split_heads",
         """

@@ -1,8 +1,10 @@
 """Notebook 01: softmax, scaled dot-product attention, self-attention, the multiply-add count."""
 
-from tests.mistakes._harness import right, wrong
+from tests.catalogues._source import right, wrong
 
-WRONG = [
+NAMED_AT_LEAST = 1.0  # every entry named (the floor since the feedback work; see _source.py)
+
+MISTAKES = [
     # ---------------------------------------------------------------- softmax
     wrong(
         "softmax",
@@ -552,7 +554,7 @@ def self_attention_macs(T, C, D):
     ),
 ]
 
-RIGHT = [
+CORRECT = [
     right(
         "softmax",
         """
