@@ -30,18 +30,19 @@ CELL = (
 
 
 @pytest.fixture
-def kernel(monkeypatch):
+def kernel():
     """A 'kernel' in this process: a namespace and the text protocol of a real one."""
     namespace = {"torch": torch, "nn": nn, "F": F, "math": math, "Block": Block}
     namespace["LayerNorm"] = LayerNorm
-    monkeypatch.setattr(_serve, "NAMESPACE", namespace)
+    _serve.NAMESPACES.append(namespace)
 
     def send(expression: str, timeout: float) -> str:
         return repr(eval(expression, {}))
 
     remote = RemoteKernel(send)
     remote.namespace = namespace
-    return remote
+    yield remote
+    _serve.NAMESPACES.remove(namespace)
 
 
 def _define(kernel, source: str) -> None:

@@ -32,7 +32,9 @@ _HANDLES: dict[int, Any] = {}
 _BY_ID: dict[int, int] = {}  # id(object) -> its handle: the same object, the same handle
 _GRAPHS: dict[int, tuple[Any, list]] = {}  # handle of a call -> (output, its grad inputs)
 _NEXT = [1]
-NAMESPACE: dict | None = None  # where names are looked up (None: the IPython user namespace)
+# Where names are looked up: the last namespace pushed here (the tests' stand-in for a kernel),
+# else the IPython user namespace. (A list: the module is sealed, its names cannot be rebound.)
+NAMESPACES: list[dict] = []
 _MAX_BYTES = 64 << 20  # per answer
 
 
@@ -104,8 +106,8 @@ def _resolve(target: Any) -> Any:
         return _HANDLES[target["handle"]]
     if isinstance(target, dict) and "name" in target:
         shell = _shell()
-        if NAMESPACE is not None:
-            namespace = NAMESPACE
+        if NAMESPACES:
+            namespace = NAMESPACES[-1]
         elif shell is not None:
             namespace = shell.user_ns
         else:
