@@ -42,6 +42,7 @@ __all__ = [
     "encode",
     "decode",
     "token_strings",
+    "huggingface_merges",
 ]
 
 WORD_PATTERN = r" ?\S+|\s"
@@ -203,3 +204,35 @@ def token_strings(ids: Iterable[int], merges: Sequence[Pair]) -> list[str]:
     """Each token as readable text (for plots): its bytes decoded, U+FFFD for partial ones."""
     vocab = token_bytes(merges)
     return [vocab[i].decode("utf-8", errors="replace") for i in ids]
+
+
+def huggingface_merges(text: str, n_merges: int) -> list[Pair]:
+    """The same training done by Hugging Face ``tokenizers``' ``BpeTrainer`` (an implementation
+    nobody here wrote), configured to this module's rules; needs ``pip install tokenizers``.
+
+    Each word's UTF-8 bytes are shown to it as Latin-1 characters (byte b is character b, so
+    its alphabet of 256 characters, sorted by code point, gives byte b the id b); the words
+    are passed already split, with no normaliser; ``min_frequency=0`` keeps pairs seen once.
+    Its ties go to the smallest (left id, right id), as here.
+    """
+    import json
+
+    from tokenizers import Tokenizer, models, trainers
+
+    words = [w.encode("utf-8").decode("latin-1") for w in split_words(text)]
+    tokenizer = Tokenizer(models.BPE())
+    trainer = trainers.BpeTrainer(
+        vocab_size=N_BYTES + n_merges,
+        initial_alphabet=[chr(b) for b in range(N_BYTES)],
+        min_frequency=0,
+        show_progress=False,
+    )
+    tokenizer.train_from_iterator(words, trainer)
+    vocab = tokenizer.get_vocab()
+    merges = json.loads(tokenizer.to_str())["model"]["merges"]
+    if merges and isinstance(merges[0], str):
+        raise RuntimeError(
+            "expected tokenizers >= 0.20 (merges saved as pairs), but this version saves them "
+            "as strings; upgrade with pip install -U tokenizers."
+        )
+    return [(vocab[left], vocab[right]) for left, right in merges]

@@ -387,11 +387,6 @@ def emb_transposed(ids, w_emb):
     return (F.one_hot(ids, w_emb.shape[1]).float() @ w_emb.T).contiguous()
 
 
-@wrong("one_hot_embed", "vocabulary|V|num_classes|max")
-def emb_one_hot_too_narrow(ids, w_emb):
-    return F.one_hot(ids).float() @ w_emb[: int(ids.max()) + 1]
-
-
 @wrong("one_hot_embed", "gradient|grad|detach")
 def emb_detached(ids, w_emb):
     return (F.one_hot(ids, w_emb.shape[0]).float() @ w_emb.detach()).detach()

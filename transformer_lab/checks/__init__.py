@@ -307,6 +307,13 @@ for _name, _check in (
     ("generate_greedy", check_generate_greedy),
 ):
     _api.register(_name, _check, None)
+# Notebook 0 (tokens and embeddings): its exercises are declared in checks/tokens.py.
+from transformer_lab.checks import tokens as _tokens  # noqa: E402
+
+for _name, _check, _reference in _tokens.EXERCISES:
+    _api.register(_name, _check, _reference)
+    globals()[_check.__name__] = _check
+    __all__.append(_check.__name__)
 del _name, _check, _reference
 # Under grading, hidden checks send their results to the grader (see _guards.hidden_entry).
 for _name in __all__:
@@ -365,6 +372,8 @@ for _module in (
     _kv_cache_checks,
     _lm_loss_checks,
     _sampling_checks,
+    *_tokens.MODULES,
+    _tokens,
     _guards,
 ):
     _guards.seal(_module.__name__)
