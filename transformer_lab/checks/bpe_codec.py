@@ -60,7 +60,7 @@ def _encode_variants(text: str, merges: list) -> list[tuple[str, Callable[[], li
         (
             "apply the merges in the order they were learned (merge 0 first): a later merge "
             "may build on an earlier one",
-            lambda: per_word(words, reversed(range(n))),
+            lambda: per_word(words, list(reversed(range(n)))),
         ),
         (
             "you merge across word boundaries: split the text with bpe.split_words(text) and "
@@ -231,6 +231,17 @@ def _decode_cases(hidden: bool) -> list[Case]:
     ]
 
 
+def _decode_error_hint(exc: BaseException, case: Case) -> str:
+    if isinstance(exc, UnicodeDecodeError):
+        return (
+            "bytes cut inside a character are not valid UTF-8: decode with errors='replace' "
+            "(they become U+FFFD)"
+        )
+    if isinstance(exc, (KeyError, IndexError)):
+        return "build the bytes of every token first: ids 0..255 are bytes, 256 + i is merge i"
+    return _signature_hint(exc, "decode(ids, merges)")
+
+
 def check_bpe_decode(decode, hidden: bool = False) -> None:
     """Check ``decode(ids, merges) -> str`` against the reference."""
     __tracebackhide__ = True
@@ -243,7 +254,7 @@ def check_bpe_decode(decode, hidden: bool = False) -> None:
             Forbidden("transformer_lab.bpe.token_bytes", function=_TOKEN_BYTES),
         ],
         hidden,
-        lambda e, c: _signature_hint(e, "decode(ids, merges)"),
+        _decode_error_hint,
     )
     for case in _decode_cases(hidden):
         ids, merges = case.args
