@@ -15,7 +15,10 @@ Figures (named / generic / misleading / passed):
   - tuning: the merge message says "skip both tokens", an encode case whose merges would cross
     words, a hint for one_hot's "smaller than num_classes" error.
   after tuning, the first set (40):                                40 / 0 / 0 / 0
-  written after tuning, measured once (see below the marker):     see NAMED_AT_LEAST
+  written after tuning (11, below the marker), measured once:       9 / 2 / 0 / 0 (82%)
+  - generic: pairs weighted by the word's length instead of its count; decoding two tokens at a
+    time (the message shows the broken characters but names no cause). Not tuned on.
+  the whole module, as committed:                                 49 / 2 / 0 / 0 (96%)
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from transformer_lab.bpe import split_words, word_counts
 
 MISTAKES: list = []
 wrong = collector(MISTAKES, "00")
-NAMED_AT_LEAST = 0.0  # replaced by the measured share once the checks exist
+NAMED_AT_LEAST = 0.96  # 49 of 51, measured after the second set
 
 
 # ---------------------------------------------------------------- helpers a student has right
@@ -425,3 +428,118 @@ def emb_first_sequence_only(ids, w_emb):
 @wrong("one_hot_embed", "sum|scale|count|constant|factor")
 def emb_scaled_by_width(ids, w_emb):
     return F.one_hot(ids, w_emb.shape[0]).float() @ w_emb * w_emb.shape[1] ** 0.5
+
+
+# ================================================================ written after tuning
+@wrong("count_pairs", "boundar|across|inside each word")
+def cp2_pairs_with_space_between_words(words):
+    counts = {}
+    keys = list(words)
+    for word, n in words.items():
+        for pair in zip(word, word[1:]):
+            counts[pair] = counts.get(pair, 0) + n
+    for a, b in zip(keys, keys[1:]):  # "the last letter of a word and the next word's first"
+        if a and b:
+            counts[(a[-1], b[0])] = counts.get((a[-1], b[0]), 0) + 1
+    return counts
+
+
+@wrong("count_pairs", "frequency|occurs|count n|not 1")
+def cp2_counts_words_by_length(words):
+    counts = {}
+    for word in words:
+        for pair in zip(word, word[1:]):
+            counts[pair] = counts.get(pair, 0) + len(word)
+    return counts
+
+
+@wrong("merge_pair", "first occurrence|every occurrence")
+def mp2_str_replace_once(ids, pair, new_id):
+    out = list(ids)
+    for i in range(len(out) - 1):
+        if out[i] == pair[0] and out[i + 1] == pair[1]:
+            out[i : i + 2] = [new_id]
+            break
+    return out
+
+
+@wrong("merge_pair", "overlap|skip|left to right")
+def mp2_merge_then_rescan_same_spot(ids, pair, new_id):
+    out, i = [], 0
+    while i < len(ids):
+        if i + 1 < len(ids) and ids[i] == pair[0] and ids[i + 1] == pair[1]:
+            out.append(new_id)
+            i += 1
+            if i + 1 < len(ids) and ids[i] == pair[0] and ids[i + 1] == pair[1]:
+                continue  # forgot that ids[i] was used
+            i += 1
+        else:
+            out.append(ids[i])
+            i += 1
+    return out
+
+
+@wrong("train_merges", "tie|smallest")
+def tm2_ties_to_most_recent_token(text, n_merges):
+    # among equal counts prefer the pair whose left token is newest
+    return _train(text, n_merges, lambda c: min(c, key=lambda p: (-c[p], -p[0], p[1])))
+
+
+@wrong("train_merges", "recount|stale|no word|occurs in no")
+def tm2_words_not_updated(text, n_merges):
+    words = dict(word_counts(text))
+    merges = []
+    for _ in range(n_merges):
+        counts = _pairs(words)
+        for done in merges:
+            counts.pop(done, None)
+        if not counts:
+            break
+        merges.append(min(counts, key=lambda p: (-counts[p], p)))
+    return merges  # the words are never merged: the same counts every time
+
+
+@wrong("bpe_encode", "order|learned|every learned merge")
+def enc2_merges_sorted(text, merges):
+    order = sorted(range(len(merges)), key=lambda i: merges[i])  # "sorted for speed"
+    out = []
+    for word in split_words(text):
+        ids = list(word.encode("utf-8"))
+        for i in order:
+            ids = _merge(ids, merges[i], 256 + i)
+        out += ids
+    return out
+
+
+@wrong("bpe_encode", "boundar|words|split")
+def enc2_lines_not_words(text, merges):
+    out = []
+    for line in text.splitlines(keepends=True):
+        ids = list(line.encode("utf-8"))
+        for i, pair in enumerate(merges):
+            ids = _merge(ids, pair, 256 + i)
+        out += ids
+    return out
+
+
+@wrong("bpe_decode", "each token|join the bytes|U+FFFD|replace")
+def dec2_decode_pairs_of_tokens(ids, merges):
+    vocab = _vocab(merges)
+    parts = [b"".join(vocab[i] for i in ids[k : k + 2]) for k in range(0, len(ids), 2)]
+    return "".join(p.decode("utf-8", errors="replace") for p in parts)
+
+
+@wrong("one_hot_embed", "gradient|detach|numpy")
+def emb2_through_numpy(ids, w_emb):
+    import torch
+
+    one_hot = F.one_hot(ids, w_emb.shape[0]).numpy().astype("float32")
+    return torch.from_numpy(one_hot @ w_emb.detach().numpy())
+
+
+@wrong("one_hot_embed", "transpose|W_emb.T|column")
+def emb2_transposed_square(ids, w_emb):
+    V, C = w_emb.shape
+    if V == C:
+        return F.one_hot(ids, V).to(w_emb.dtype) @ w_emb.T
+    return F.one_hot(ids, V).to(w_emb.dtype) @ w_emb
