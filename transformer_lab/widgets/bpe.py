@@ -59,8 +59,8 @@ def bpe_explorer(
     Args:
         encode: optional, your ``encode(text, merges) -> list of ids``; drawn under the reference.
         sentence: the text to split (keep it to one line of about 60 characters).
-        text: the training text (default: the first 100,000 characters of tiny Shakespeare; the
-            next 10,000 are the held-out text).
+        text: the text to learn from, its last 10% held out (default: the first 100,000
+            characters of tiny Shakespeare, and the next 10,000 held out).
         max_merges: how many merges to learn (the slider's range, 10..2000).
         merges: the slider's first value.
     Returns:
@@ -96,7 +96,8 @@ def bpe_explorer(
         full = load_shakespeare()
         text, held_out = full[:100_000], full[100_000:110_000]
     else:
-        held_out = text[-len(text) // 10 :]
+        cut = len(text) - len(text) // 10
+        text, held_out = text[:cut], text[cut:]
     learned = bpe.train_merges(text, max_merges)
     grid = sorted(set(np.linspace(0, len(learned), 31).astype(int).tolist()))
     held_counts = [len(bpe.encode(held_out, learned[:k])) for k in grid]
