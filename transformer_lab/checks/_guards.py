@@ -76,6 +76,7 @@ def _watched() -> list[tuple[str, object]]:
     import transformer_lab._validate as v
     import transformer_lab.attention as a
     import transformer_lab.blocks as b
+    import transformer_lab.bpe as bp
     import transformer_lab.heads as h
     import transformer_lab.masks as m
     import transformer_lab.positional as p
@@ -92,6 +93,7 @@ def _watched() -> list[tuple[str, object]]:
         ("transformer_lab.positional", p),
         ("transformer_lab.blocks", b),
         ("transformer_lab._validate", v),
+        ("transformer_lab.bpe", bp),
     ]
 
 
