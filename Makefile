@@ -15,9 +15,10 @@ BIN    := $(VENV)/bin
 TORCH       ?= auto
 TORCH_REQ   ?= torch
 TORCH_INDEX ?= https://download.pytorch.org/whl
-NVIDIA := $(shell test -e /proc/driver/nvidia/version || command -v nvidia-smi >/dev/null 2>&1 && echo yes)
+UNAME  ?= $(shell uname -s)
+NVIDIA ?= $(shell test -e /proc/driver/nvidia/version || command -v nvidia-smi >/dev/null 2>&1 && echo yes)
 ifeq ($(TORCH),auto)
-  TORCH_BUILD := $(if $(and $(filter Linux,$(shell uname -s)),$(if $(NVIDIA),,yes)),cpu,pypi)
+  TORCH_BUILD := $(if $(and $(filter Linux,$(UNAME)),$(if $(NVIDIA),,yes)),cpu,pypi)
 else ifeq ($(TORCH),cuda)
   TORCH_BUILD := pypi
 else
@@ -28,7 +29,7 @@ TORCH_FROM := $(if $(filter pypi,$(TORCH_BUILD)),,--index-url $(TORCH_INDEX)/$(T
 STAMP     := $(VENV)/.installed-$(TORCH_BUILD)
 DEV_STAMP := $(VENV)/.installed-dev
 # The test suite on every core (pytest-xdist): a file whose tests share an expensive set-up runs
-# on one worker, other tests are dealt out one by one (tests/parallel.py). JOBS=1: no workers.
+# on one worker, other tests are dealt out one by one (tests/parallel.py). JOBS=0: plain pytest.
 JOBS       ?= auto
 PYTEST     := $(BIN)/python -m pytest -n $(JOBS)
 
