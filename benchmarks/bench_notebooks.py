@@ -51,9 +51,13 @@ def execute(nb, folder: Path) -> tuple[float, list[str]]:
         resources={"metadata": {"path": str(folder)}},
     )
     start = time.perf_counter()
-    client.execute()
+    stopped = []
+    try:
+        client.execute()
+    except Exception as exc:  # a cell over its time limit, a dead kernel: report, go on
+        stopped = [f"stopped: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}"]
     seconds = time.perf_counter() - start
-    errors = [
+    errors = stopped + [
         f"cell {i}: {out.get('ename')}: {str(out.get('evalue'))[:200]}"
         for i, cell in enumerate(nb.cells)
         if cell.cell_type == "code"
