@@ -19,7 +19,6 @@ from __future__ import annotations
 import csv
 import hashlib
 import os
-import shutil
 import socket
 import threading
 import time
@@ -32,7 +31,7 @@ from transformer_lab import cli
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed"),
+    pytest.mark.needs_bwrap,
 ]
 A = klass.A
 SECRET = "5ec7e7f00d5ec7e7f00d5ec7e7f00d42"

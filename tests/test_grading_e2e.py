@@ -126,7 +126,7 @@ STUDENTS = {
 
 
 @pytest.fixture(scope="module")
-def course(tmp_path_factory):
+def course(tmp_path_factory, bwrap):
     root = tmp_path_factory.mktemp("course")
     shutil.copy(REPO / "nbgrader_config.py", root / "nbgrader_config.py")
     shutil.copytree(FIXTURE / "solutions", root / "solutions")
@@ -288,6 +288,7 @@ def test_watchdog_kills_a_hung_grading_process(tmp_path):
     assert time.monotonic() - started < 60
 
 
+@pytest.mark.needs_bwrap  # grade() probes the sandbox before it starts the (fake) driver
 def test_a_hung_process_is_reported_and_the_others_still_graded(tmp_path, monkeypatch):
     """Simulate the nbgrader process hanging on one student: it is reported, the rest graded."""
     shutil.copy(REPO / "nbgrader_config.py", tmp_path / "nbgrader_config.py")
@@ -335,7 +336,7 @@ REAL = list_assignments(REPO / "solutions")
 
 
 @pytest.fixture(scope="module")
-def real_course(tmp_path_factory):
+def real_course(tmp_path_factory, bwrap):
     """All real assignments released once; two submissions each: the solution and the release."""
     root = tmp_path_factory.mktemp("real_course")
     shutil.copy(REPO / "nbgrader_config.py", root / "nbgrader_config.py")

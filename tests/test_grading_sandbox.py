@@ -46,7 +46,7 @@ print(json.dumps(out))
 """
 
 
-@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+@pytest.mark.needs_bwrap
 def test_the_sandbox_sees_only_python_and_its_own_folders(tmp_path):
     import socket
 
