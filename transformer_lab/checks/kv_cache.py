@@ -57,7 +57,7 @@ _DECODE_MISTAKES = [
     (
         dict(offset="zero"),
         "the new tokens' positions are not offset: the token at index L of the sequence sits "
-        "at position L, so use pos_emb(1, offset=L) (or the table row L), not position 0",
+        "at position L, so add row L of the table, pos_emb.weight[L : L + 1], not position 0",
     ),
     (
         dict(offset="plus1"),
@@ -297,14 +297,14 @@ def _input_evidence(model, idx, out, inputs: list[Tensor]) -> str | None:
             rest = inputs[0] - model.tok_emb(idx)  # (B, T0, C): the prompt's positions
             if TRUSTED.allclose(rest, torch.zeros_like(rest), atol=1e-6):
                 return (
-                    "the prompt gets no position embeddings: x = tok_emb(idx) + pos_emb(T0) "
+                    "the prompt gets no position embeddings: x = tok_emb(idx) + pos_emb.weight[:T0] "
                     "(positions 0 .. T0 - 1)."
                 )
             for r in range(1, table.shape[0] - T0 + 1):
                 if TRUSTED.allclose(rest, table[r : r + T0].expand_as(rest), atol=1e-5):
                     return (
                         f"the prompt's positions start at {r}: the prompt fills positions "
-                        f"0 .. T0 - 1, x = tok_emb(idx) + pos_emb(T0)."
+                        f"0 .. T0 - 1, x = tok_emb(idx) + pos_emb.weight[:T0]."
                     )
         for step, x in enumerate(inputs[1:], start=1):
             L = T0 + step - 1  # index of the token fed at this step
@@ -315,7 +315,7 @@ def _input_evidence(model, idx, out, inputs: list[Tensor]) -> str | None:
                 continue
             if TRUSTED.allclose(rest, torch.zeros_like(rest), atol=1e-6):
                 return (
-                    "the new tokens get no position embedding: add pos_emb(1, offset=L) to the "
+                    "the new tokens get no position embedding: add pos_emb.weight[L : L + 1] to the "
                     f"embedding of the token at index L (here L = {L})."
                 )
             for r in range(table.shape[0]):
@@ -323,11 +323,11 @@ def _input_evidence(model, idx, out, inputs: list[Tensor]) -> str | None:
                     return (
                         f"the token at index {L} of the sequence got the embedding of position "
                         f"{r}: its position is its index in the whole sequence, prompt included "
-                        f"(pos_emb(1, offset={L}))."
+                        f"(pos_emb.weight[{L} : {L + 1}])."
                     )
             return (
                 f"after the prompt, the first block's input is not the new token's embedding "
-                f"plus its position: feed tok_emb(new_id) + pos_emb(1, offset=L) (at index {L})."
+                f"plus its position: feed tok_emb(new_id) + pos_emb.weight[L : L + 1] (at index {L})."
             )
     return None
 

@@ -63,7 +63,7 @@ def _reference_filter(logits: Tensor, temperature: float, top_k, top_p) -> Tenso
 def generation_explorer(
     model=None,
     tokenizer=None,
-    prompt: str = "ROMEO:",
+    prompt: str = "To be, or not to ",  # an uncertain next letter: top-k and top-p matter
     filter_fn: FilterFn | None = None,
     max_new_tokens: int = 30,
     n_bars: int = 16,
@@ -274,9 +274,12 @@ def gpt_attention_explorer(
             memo[text] = (chars, torch.stack([m[0] for m in maps]).numpy())  # (L, H, T, T)
         return memo[text]
 
-    fig, (ax,) = ui.new_figure(1, figsize=(6.4, 5.6))
+    # 4.2 inches at 80 dpi: the figure, sliders and readout fit on a laptop screen together
+    fig, (ax,) = ui.new_figure(1, figsize=(7.0, 4.2))
     view = ui.FigureView(fig)
-    im = ax.imshow(np.zeros((2, 2)), cmap="Blues", vmin=0, vmax=1, interpolation="nearest")
+    im = ax.imshow(
+        np.zeros((2, 2)), cmap="Blues", vmin=0, vmax=1, interpolation="nearest", aspect="auto"
+    )
     ax.set_xlabel("key (attended to)")
     ax.set_ylabel("query (reading)")
     fig.colorbar(im, ax=ax, fraction=0.046)
