@@ -16,6 +16,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from transformer_lab import positional as _positional
 from transformer_lab.checks._core import Case, Runner, _clone, describe_args, generator
 from transformer_lab.checks._integrity import TRUSTED
 from transformer_lab.checks.gpt import signature_hint
@@ -146,6 +147,17 @@ def _decode_cases(hidden: bool) -> list[tuple[_gpt.GPTConfig, int, int, int, int
     return cases
 
 
+def _raised_in_position_table(exc: BaseException) -> bool:
+    """Did the error happen inside the package's LearnedPositionalEmbedding.forward?"""
+    tb = exc.__traceback__
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if code.co_name == "forward" and code.co_filename == _positional.__file__:
+            return True
+        tb = tb.tb_next
+    return False
+
+
 def check_generate_greedy(generate_greedy, hidden: bool = False) -> None:
     """Check ``generate_greedy(model, idx, max_new_tokens)``: exactly the tokens of greedy
     decoding by full recomputation, while each step after the prompt runs only the newest
@@ -153,6 +165,13 @@ def check_generate_greedy(generate_greedy, hidden: bool = False) -> None:
     __tracebackhide__ = True  # IPython hides this frame: students see their cell and the message
 
     def hint(e: BaseException, c: Case) -> str:
+        if _raised_in_position_table(e):
+            return (
+                "the error is inside model.pos_emb: the package's GPT holds a "
+                "LearnedPositionalEmbedding, called as pos_emb(T, offset=...), not an "
+                "nn.Embedding called with a tensor of positions as in Exercise 3; use its rows "
+                "directly, model.pos_emb.weight[offset : offset + T], which works for both"
+            )
         if "Sizes of tensors must match" in str(e):
             return "take the argmax over the vocabulary, argmax(dim=-1, keepdim=True): one (B, 1) token per sequence"
         return tuple_hint(e) or signature_hint(e, "generate_greedy(model, idx, max_new_tokens)")
