@@ -180,3 +180,22 @@ def test_sampling_explorer_draws_the_students_filter_beside_the_reference():
     assert "raised ValueError: oops" in broken.readout.value
     with pytest.raises(TypeError, match="filter_fn must be a function"):
         tw.sampling_explorer(filter_fn=3)
+
+
+def test_explorers_start_where_the_next_character_is_uncertain(tiny_gpt):
+    """After "ROMEO:" the model gives a newline 99%: no knob would visibly do anything there."""
+    model, tok = tiny_gpt
+    ex = tw.generation_explorer(model, tok, max_new_tokens=4)
+    probs = ex.state()["probs"]  # the first step's distribution, after the default prompt
+    assert probs.max() < 0.5 and (np.sort(probs)[::-1].cumsum() < 0.9).sum() >= 5
+
+
+def test_attention_explorer_fits_on_a_laptop_screen(tiny_gpt):
+    model, tok = tiny_gpt
+    ex = tw.gpt_attention_explorer(model, tok)
+    import io as _io
+
+    from PIL import Image
+
+    height = Image.open(_io.BytesIO(ex.image.value)).size[1]
+    assert height <= 400, f"the attention picture alone is {height} px tall"

@@ -122,3 +122,30 @@ def test_explorers_build_nothing_under_grading(monkeypatch):
     monkeypatch.setenv("TLAB_GRADING", "1")
     for name in ["patches_explorer", "vit_attention_explorer", "confusion_explorer"]:
         assert isinstance(getattr(tw, name)(), GradingPlaceholder)
+
+
+def test_patch_strip_is_labelled_with_patch_numbers_and_counts_in_the_singular():
+    ex = tw.patches_explorer(patchify)
+    ex.controls["patch_size"].value = 4  # N = 4 patches of 4 x 4, each followed by a blank column
+    strips = [ax for ax in ex.figure.axes if ax.get_xticklabels()]
+    assert len(strips) == 2  # the reference's sequence and the student's
+    for ax in strips:
+        assert [t.get_text() for t in ax.get_xticklabels()] == ["0", "1", "2", "3"]
+        assert list(ax.get_xticks()) == [1.5, 6.5, 11.5, 16.5]  # the centre of each patch
+    ex.controls["patch_size"].value = 8
+    assert "= 1 patch of" in ex.readout.value and "1 patches" not in ex.readout.value
+    ex.controls["patch_size"].value = 1  # 64 patches: at most 16 labels
+    assert len(strips[0].get_xticklabels()) == 16
+
+
+def test_rollout_panels_are_drawn_alike_with_a_colour_bar(small_vit):
+    ex = tw.vit_attention_explorer(small_vit, rollout=attention_rollout)
+    assert len(ex.figure.axes) == 4, "image, reference map, your map and one colour bar"
+    mine = ex.figure.axes[2].images[0].get_array()
+    assert np.isnan(np.asarray(mine, dtype=float)).all(), "nothing drawn (not black) before ticking"
+    assert "tick" in ex.figure.axes[2].get_title()
+    ex.set(rollout=True)
+    reference, yours = (ex.figure.axes[i].images for i in (1, 2))
+    np.testing.assert_allclose(yours[0].get_array(), reference[0].get_array())
+    assert len(reference) == len(yours) == 2  # each map with the digit over it
+    np.testing.assert_allclose(yours[1].get_array(), reference[1].get_array())

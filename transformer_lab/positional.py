@@ -109,6 +109,12 @@ class LearnedPositionalEmbedding(nn.Module):
 
     def forward(self, T: int, offset: int = 0) -> Tensor:
         """Embeddings of positions offset .. offset + T - 1, shape (T, C)."""
+        if isinstance(T, Tensor) or isinstance(offset, Tensor):
+            raise TypeError(
+                "a LearnedPositionalEmbedding is called with the number of positions, "
+                "pos_emb(T, offset=0), unlike an nn.Embedding, but received a tensor; for given "
+                "positions use the table's rows, pos_emb.weight[positions]."
+            )
         if offset + T > self.max_len:
             raise ValueError(
                 f"a learned position table has no entry past its length: the sequence needs "

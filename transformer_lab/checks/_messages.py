@@ -110,7 +110,10 @@ def common_error_hint(exc: BaseException) -> str:
             "or .values"
         )
     if "view size is not compatible" in text:
-        return "after a transpose the tensor is not contiguous: use .reshape(...)"
+        return (
+            ".view(...) needs a contiguous tensor, and this one is not (a slice such as "
+            "x[:, :-1], a transpose or a permute makes such views): use .reshape(...)"
+        )
     if "leaf Variable" in text:
         return "copy into parameters under `with torch.no_grad():`"
     if "same device" in text:

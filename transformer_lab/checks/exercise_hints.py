@@ -3,6 +3,8 @@ its own shapes to check), and the ValueError those exercises ask for."""
 
 from __future__ import annotations
 
+import os
+
 from transformer_lab.checks._core import Case, Runner
 from transformer_lab.checks.softmax import signature_hint
 
@@ -15,8 +17,9 @@ def _hint(expected: str, shape_tip=None):
         text = str(exc)
         if signature_hint(exc, expected):
             return signature_hint(exc, expected)
-        shape_error = isinstance(exc, RuntimeError) and (
-            "shape" in text or "size" in text or "must match" in text or "multiplied" in text
+        shape_error = isinstance(exc, (RuntimeError, IndexError)) and any(
+            word in text
+            for word in ("shape", "size", "must match", "multiplied", "dimension", "dims")
         )
         if shape_error and shape_tip is not None:
             return shape_tip(exc, case) or ""
@@ -50,6 +53,28 @@ def _conv_tip(exc: BaseException, case: Case) -> str:
     )
 
 
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # transformer_lab/
+_CHECKS = os.path.join(_PACKAGE, "checks")
+
+
+def _package_origin(exc: BaseException) -> str | None:
+    """``sinusoidal_encoding()`` when the package's own code (not a check) raised ``exc``: the
+    package function the student's code called."""
+    frames = []
+    tb = exc.__traceback__
+    while tb is not None:
+        path = os.path.abspath(tb.tb_frame.f_code.co_filename)
+        ours = path.startswith(_PACKAGE + os.sep) and not path.startswith(_CHECKS + os.sep)
+        frames.append((ours, tb.tb_frame.f_code.co_name))
+        tb = tb.tb_next
+    if not frames or not frames[-1][0]:
+        return None
+    i = len(frames) - 1
+    while i > 0 and frames[i - 1][0]:
+        i -= 1  # back to the package function the student's code called
+    return f"{frames[i][1]}()"
+
+
 def _expect_value_error(run: Runner, call, case: Case, must_name: list[str], what: str) -> None:
     """The text asks for a ValueError whose message names ``must_name``; fail clearly otherwise."""
     __tracebackhide__ = True
@@ -57,6 +82,15 @@ def _expect_value_error(run: Runner, call, case: Case, must_name: list[str], wha
         call()
     except ValueError as exc:
         missing = [word for word in must_name if word not in str(exc)]
+        origin = _package_origin(exc)
+        if missing and origin is not None:
+            run.fail(
+                f"{what}: the ValueError came from the package's {origin} (it says "
+                f"{str(exc).strip()[:100]!r}), not from a test of your own: check the size "
+                f"yourself at the start of your function and raise a ValueError naming "
+                f"{must_name} (the values received).",
+                case,
+            )
         if missing:
             run.fail(
                 f"{what}: your ValueError is right, but its message should name {must_name} "

@@ -80,6 +80,18 @@ def _gpt_configs(hidden: bool) -> list[_gpt.GPTConfig]:
     configs = [
         C(vocab_size=29, max_len=10, n_layers=2, n_heads=2, d_model=16, tie_weights=True),
         C(vocab_size=23, max_len=8, n_layers=1, n_heads=4, d_model=16, tie_weights=False),
+        # every other config field the hidden cases vary, so nothing passes here and fails there
+        C(vocab_size=19, max_len=8, n_layers=2, n_heads=2, d_model=16, d_ff=24, eps=1e-6),
+        C(
+            vocab_size=21,
+            max_len=7,
+            n_layers=1,
+            n_heads=2,
+            d_model=12,
+            activation="gelu",
+            bias=False,
+            tie_weights=False,
+        ),  # fmt: skip
     ]
     if hidden:
         configs += [
@@ -171,6 +183,9 @@ def _install(run: Runner, case: Case, model, ref, config) -> None:
         try:
             mine.load_state_dict(theirs.state_dict())
         except RuntimeError as exc:
+            named = _block_field_mismatch(mine, theirs, config)
+            if named:
+                run.fail(f"blocks[{i}]: {named}", case)
             detail = " ".join(str(exc).split())[:160]
             run.fail(
                 f"blocks[{i}] has different parameters from Block(d_model, n_heads, d_ff, "
@@ -229,6 +244,30 @@ def _install(run: Runner, case: Case, model, ref, config) -> None:
             named=False,
         )
     model.eval()
+
+
+def _block_field_mismatch(mine: nn.Module, theirs: nn.Module, config) -> str | None:
+    """Which config field a block ignores, read from its parameters: d_ff or bias."""
+    ours, ref = dict(mine.named_parameters()), dict(theirs.named_parameters())
+    d_ff = config.d_ff or 4 * config.d_model
+    biases = [n for n in ours if n.endswith("bias")]
+    if not config.bias and biases and set(ours) - set(ref) == set(biases):
+        return (
+            f"it has biases ({biases[0]}, ...) although config.bias is False: pass "
+            "bias=config.bias to Block."
+        )
+    if config.bias and not biases and set(ref) - set(ours):
+        return "it has no biases although config.bias is True: pass bias=config.bias to Block."
+    if set(ours) == set(ref):
+        widths = {p.shape for n, p in ours.items() if n.endswith("weight") and p.dim() == 2}
+        hidden = {w for shape in widths for w in shape if w != config.d_model}
+        if hidden and d_ff not in hidden:
+            return (
+                f"its MLP is {sorted(hidden)[0]} wide, but config.d_ff is "
+                + (f"None (so 4 * d_model = {d_ff})" if config.d_ff is None else f"{d_ff}")
+                + ": pass d_ff=config.d_ff to Block."
+            )
+    return None
 
 
 def _check_eps(run: Runner, case: Case, model, blocks, eps: float) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from transformer_lab import positional as _positional
 from transformer_lab.checks._core import Case, Runner, _clone, describe_args, generator
 from transformer_lab.checks._integrity import TRUSTED
 from transformer_lab.checks.gpt import signature_hint
@@ -58,7 +59,7 @@ _DECODE_MISTAKES = [
     (
         dict(offset="zero"),
         "the new tokens' positions are not offset: the token at index L of the sequence sits "
-        "at position L, so use pos_emb(1, offset=L) (or the table row L), not position 0",
+        "at position L, so add row L of the table, pos_emb.weight[L : L + 1], not position 0",
     ),
     (
         dict(offset="plus1"),
@@ -173,6 +174,17 @@ def _decode_cases(hidden: bool) -> list[tuple[_gpt.GPTConfig, int, int, int, int
     return cases
 
 
+def _raised_in_position_table(exc: BaseException) -> bool:
+    """Did the error happen inside the package's LearnedPositionalEmbedding.forward?"""
+    tb = exc.__traceback__
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if code.co_name == "forward" and code.co_filename == _positional.__file__:
+            return True
+        tb = tb.tb_next
+    return False
+
+
 def check_generate_greedy(generate_greedy, hidden: bool = False) -> None:
     """Check ``generate_greedy(model, idx, max_new_tokens)``: exactly the tokens of greedy
     decoding by full recomputation, while each step after the prompt runs only the newest
@@ -180,6 +192,13 @@ def check_generate_greedy(generate_greedy, hidden: bool = False) -> None:
     __tracebackhide__ = True  # IPython hides this frame: students see their cell and the message
 
     def hint(e: BaseException, c: Case) -> str:
+        if _raised_in_position_table(e):
+            return (
+                "the error is inside model.pos_emb: the package's GPT holds a "
+                "LearnedPositionalEmbedding, called as pos_emb(T, offset=...), not an "
+                "nn.Embedding called with a tensor of positions as in Exercise 3; use its rows "
+                "directly, model.pos_emb.weight[offset : offset + T], which works for both"
+            )
         if "Sizes of tensors must match" in str(e):
             return "take the argmax over the vocabulary, argmax(dim=-1, keepdim=True): one (B, 1) token per sequence"
         return tuple_hint(e) or signature_hint(e, "generate_greedy(model, idx, max_new_tokens)")
@@ -324,14 +343,14 @@ def _input_evidence(model, idx, out, inputs: list[Tensor]) -> str | None:
             rest = inputs[0] - model.tok_emb(idx)  # (B, T0, C): the prompt's positions
             if TRUSTED.allclose(rest, torch.zeros_like(rest), atol=1e-6):
                 return (
-                    "the prompt gets no position embeddings: x = tok_emb(idx) + pos_emb(T0) "
+                    "the prompt gets no position embeddings: x = tok_emb(idx) + pos_emb.weight[:T0] "
                     "(positions 0 .. T0 - 1)."
                 )
             for r in range(1, table.shape[0] - T0 + 1):
                 if TRUSTED.allclose(rest, table[r : r + T0].expand_as(rest), atol=1e-5):
                     return (
                         f"the prompt's positions start at {r}: the prompt fills positions "
-                        f"0 .. T0 - 1, x = tok_emb(idx) + pos_emb(T0)."
+                        f"0 .. T0 - 1, x = tok_emb(idx) + pos_emb.weight[:T0]."
                     )
         for step, x in enumerate(inputs[1:], start=1):
             L = T0 + step - 1  # index of the token fed at this step
@@ -342,7 +361,7 @@ def _input_evidence(model, idx, out, inputs: list[Tensor]) -> str | None:
                 continue
             if TRUSTED.allclose(rest, torch.zeros_like(rest), atol=1e-6):
                 return (
-                    "the new tokens get no position embedding: add pos_emb(1, offset=L) to the "
+                    "the new tokens get no position embedding: add pos_emb.weight[L : L + 1] to the "
                     f"embedding of the token at index L (here L = {L})."
                 )
             for r in range(table.shape[0]):
@@ -350,11 +369,11 @@ def _input_evidence(model, idx, out, inputs: list[Tensor]) -> str | None:
                     return (
                         f"the token at index {L} of the sequence got the embedding of position "
                         f"{r}: its position is its index in the whole sequence, prompt included "
-                        f"(pos_emb(1, offset={L}))."
+                        f"(pos_emb.weight[{L} : {L + 1}])."
                     )
             return (
                 f"after the prompt, the first block's input is not the new token's embedding "
-                f"plus its position: feed tok_emb(new_id) + pos_emb(1, offset=L) (at index {L})."
+                f"plus its position: feed tok_emb(new_id) + pos_emb.weight[L : L + 1] (at index {L})."
             )
     return None
 

@@ -184,6 +184,25 @@ def _scale_fit(run: Runner, out: Tensor, q: Tensor, k: Tensor, v: Tensor) -> str
 
 
 # ---------------------------------------------------------------------------------------------
+_KV_ARGS = ("n_layers", "n_kv_heads", "d_head", "seq_len", "batch", "bytes_per_value")
+
+
+def _ignored_argument(run: Runner, args: tuple, kwargs: dict, value) -> tuple[str, str] | None:
+    """An argument whose change leaves the result unchanged is ignored (e.g. a fixed 4 bytes in
+    place of bytes_per_value): found by calling again with that one argument tripled."""
+    full = dict(zip(_KV_ARGS, args), **{"batch": 1, "bytes_per_value": 2, **kwargs})
+    for name in _KV_ARGS:
+        changed = {**full, name: full[name] * 3}
+        again, error, calls = run.attempt(tuple(changed[n] for n in _KV_ARGS[:4]),
+                                          {n: changed[n] for n in _KV_ARGS[4:]})  # fmt: skip
+        if error is None and not calls and again == value:
+            return name, (
+                f"{name} is ignored: tripling it leaves your result at {value!r}; the cache grows "
+                f"in proportion to it (use the argument, not a fixed number)."
+            )
+    return None
+
+
 def check_kv_cache_bytes(kv_cache_bytes, hidden: bool = False) -> None:
     """Check ``kv_cache_bytes(n_layers, n_kv_heads, d_head, seq_len, batch=1, bytes_per_value=2)``."""
     __tracebackhide__ = True
@@ -270,6 +289,9 @@ def check_kv_cache_bytes(kv_cache_bytes, hidden: bool = False) -> None:
                                   f"{name} {'-' if d < 0 else '+'} 1 (the formula takes {name} "
                                   f"itself, {f} here)"))  # fmt: skip
         matches = {message for n, message in known if n == value and n != expected}
+        ignored = _ignored_argument(run, args, kwargs, value)  # (name, message) or None
+        if ignored is not None:  # a formula that fits by coincidence must not hide it
+            matches = {m for m in matches if ignored[0] in m} or {ignored[1]}
         hint = matches.pop() if len(matches) == 1 else None  # two explanations fit: name neither
         if hint is None and len(kwargs) < 2:  # the defaults: rerun with them spelled out
             full = {"batch": B, "bytes_per_value": nbytes}

@@ -315,6 +315,7 @@ def _block_cases(
         ("post-norm", 2, 5, 4, 8, 2, False, False),
         ("pre-norm, padding mask", 2, 6, 5, 8, 2, True, True),
         ("post-norm, padding mask", 2, 6, 5, 8, 2, False, True),
+        ("pre-norm, 4 heads, padding mask", 2, 3, 4, 12, 4, True, True),  # as the hidden cases
     ]
     if hidden:
         cases += [

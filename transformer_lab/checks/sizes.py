@@ -182,6 +182,9 @@ def _count_cases(hidden: bool) -> list[tuple[str, dict]]:
             ),
         ),
     ]
+    # every config field the hidden cases vary, visible too: here a model without a token table
+    cases += [("no token table", base | dict(vocab_size=0, max_len=10, n_layers=2, n_heads=2,
+                                               d_model=10, d_ff=14))]  # fmt: skip
     if hidden:
         cases += [
             (

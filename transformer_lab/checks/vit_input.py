@@ -279,7 +279,16 @@ def check_sinusoidal_2d(sinusoidal_2d, hidden: bool = False) -> None:
         _, error, _ = run.attempt((h, w, C), {"base": base})
         if error is not None and (message := _square_grid_probe(run, h, w, C, base)):
             run.fail(f"your function raised {type(error).__name__} here; {message}", case)
-        out = run.expect_tensor(run.call(case), case, expected.shape, torch.float32, "encoding")
+        value = run.call(case)
+        rows = getattr(value, "shape", (None,))[0] if getattr(value, "ndim", 0) == 2 else None
+        if rows is not None and rows != h * w and rows in (h * h, w * w):
+            side = "grid_h" if rows == h * h else "grid_w"
+            run.fail(
+                f"your encoding has {rows} rows for a {h}x{w} grid, as if {side} were both "
+                f"sides of a square grid; it needs one row per patch, grid_h * grid_w = {h * w}.",
+                case,
+            )
+        out = run.expect_tensor(value, case, expected.shape, torch.float32, "encoding")
         if not run.close(out, expected, 1e-5, 1e-5):
             message = run.diagnose(out, _sin2d_mistakes(h, w, C, base), 1e-5, 1e-5)
             if message is None and base != 10000.0:

@@ -25,6 +25,7 @@ warm-up and cosine decay as in GPT-2/3 and nanoGPT (no decay on biases and norm 
 """
 
 from transformer_lab._mode import GRADING_MAX_EVAL_ITERS, GRADING_MAX_STEPS
+from transformer_lab.threads import ensure_threads_configured
 from transformer_lab.train.checkpoints import load_checkpoint, save_checkpoint
 from transformer_lab.train.config import TrainConfig
 from transformer_lab.train.evaluation import accuracy, estimate_loss
@@ -33,6 +34,8 @@ from transformer_lab.train.loop import train
 from transformer_lab.train.losses import cross_entropy_loss, model_loss
 from transformer_lab.train.runtime import pick_device, seed_everything
 from transformer_lab.train.schedule import lr_at, make_optimizer
+
+ensure_threads_configured()  # the course's thread count (transformer_lab.threads), once
 
 __all__ = [
     "GRADING_MAX_STEPS",

@@ -53,7 +53,10 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from transformer_lab.threads import ensure_threads_configured
 from transformer_lab.widgets._placeholder import GradingPlaceholder
+
+ensure_threads_configured()  # the course's thread count (transformer_lab.threads), once
 
 # explorer name -> module that defines it; loaded on first attribute access (PEP 562).
 _EXPLORERS = {

@@ -21,11 +21,12 @@ from typing import Any
 
 import ipywidgets as widgets
 import numpy as np
-import torch
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 from PIL import Image as PILImage
+
+from transformer_lab.threads import torch_threads
 
 __all__ = [
     "Explorer", "FigureView", "new_figure", "render_png", "encode_png", "set_bar_heights",
@@ -208,17 +209,15 @@ class Explorer(widgets.VBox):
         self._busy = True
         # One thread: an explorer's tensors are tiny, and on a busy machine a second intra-op
         # thread makes each small product ~100x slower (measured: 22 us vs 2.2 ms per matmul).
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)
         try:
-            state, readout = self._update()
+            with torch_threads(1):
+                state, readout = self._update()
         except Exception as err:
             message = f"{type(err).__name__}: {err}"
             self.readout.value = f"<span style='color:{RED}'>{html.escape(message)}</span>"
             raise
         finally:
             self._busy = False
-            torch.set_num_threads(threads)
         self._state = state
         self.readout.value = readout
         self.image.value = self.view.render_png()

@@ -14,30 +14,19 @@ tiny Shakespeare).
 from __future__ import annotations
 
 import html
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import torch
 from torch import Tensor
 
+from transformer_lab.threads import torch_threads
 from transformer_lab.widgets._placeholder import placeholder_if_grading
 
 __all__ = ["generation_explorer", "gpt_attention_explorer"]
 
 FilterFn = Callable[..., Tensor]
-
-
-@contextmanager
-def _one_thread() -> Iterator[None]:
-    """Tiny models run faster on one thread (no coordination, less fighting over a busy CPU)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
 
 
 def _char_label(ch: str) -> str:
@@ -74,7 +63,7 @@ def _reference_filter(logits: Tensor, temperature: float, top_k, top_p) -> Tenso
 def generation_explorer(
     model=None,
     tokenizer=None,
-    prompt: str = "ROMEO:",
+    prompt: str = "To be, or not to ",  # an uncertain next letter: top-k and top-p matter
     filter_fn: FilterFn | None = None,
     max_new_tokens: int = 30,
     n_bars: int = 16,
@@ -120,7 +109,7 @@ def generation_explorer(
         idx = _encode(tokenizer, prompt, model.config.max_len)
         gen = torch.Generator().manual_seed(seed)
         steps = []
-        with torch.no_grad(), _one_thread():
+        with torch.no_grad(), torch_threads(1):
             for _ in range(max_new_tokens):
                 logits = model(idx[:, -model.config.max_len :]).logits[0, -1]  # (V,)
                 ref = _reference_filter(logits, tau, k, p)
@@ -278,16 +267,19 @@ def gpt_attention_explorer(
     def attentions(text: str) -> tuple[list[str], np.ndarray]:
         if text not in memo:
             idx = _encode(tokenizer, text, model.config.max_len)
-            with torch.no_grad(), _one_thread():
+            with torch.no_grad(), torch_threads(1):
                 maps = model(idx, output_attentions=True).attentions  # per layer (1, H, T, T)
             chars = [_char_label(tokenizer.itos[int(i)]) for i in idx[0]]
             memo.clear()
             memo[text] = (chars, torch.stack([m[0] for m in maps]).numpy())  # (L, H, T, T)
         return memo[text]
 
-    fig, (ax,) = ui.new_figure(1, figsize=(6.4, 5.6))
+    # 4.2 inches at 80 dpi: the figure, sliders and readout fit on a laptop screen together
+    fig, (ax,) = ui.new_figure(1, figsize=(7.0, 4.2))
     view = ui.FigureView(fig)
-    im = ax.imshow(np.zeros((2, 2)), cmap="Blues", vmin=0, vmax=1, interpolation="nearest")
+    im = ax.imshow(
+        np.zeros((2, 2)), cmap="Blues", vmin=0, vmax=1, interpolation="nearest", aspect="auto"
+    )
     ax.set_xlabel("key (attended to)")
     ax.set_ylabel("query (reading)")
     fig.colorbar(im, ax=ax, fraction=0.046)

@@ -92,7 +92,8 @@ def patches_explorer(patchify_fn: Callable | None = None, index: int = 0) -> Any
     grid_lines += [ax_img.axvline(0, color=ui.ORANGE, lw=1.5) for _ in range(9)]
     strip = ax_seq.imshow(np.zeros((8, 64)), cmap="gray_r", vmin=0, vmax=1, aspect="auto")
     ax_seq.set_yticks([])
-    ax_seq.set_title("the sequence: patch 0, 1, ... (row by row), each P x P")
+    ax_seq.set_title("the sequence: patch 0, 1, ... (row by row), each P x P pixels")
+    ax_seq.set_xlabel("patch number n", fontsize=8)
     animated = [img, strip, *grid_lines]
     student_strip, boxes = None, []
     if ax_student is not None:
@@ -126,6 +127,13 @@ def patches_explorer(patchify_fn: Callable | None = None, index: int = 0) -> Any
         pad = torch.full((N, P, 1), float("nan"))
         return torch.cat([tiles, pad], dim=2).permute(1, 0, 2).reshape(P, N * (P + 1)).numpy()
 
+    def label_patch_numbers(ax: Any, N: int, P: int) -> None:
+        """Ticks under the centre of each patch, labelled with the patch's number n."""
+        every = max(1, N // 16)  # at most 16 labels: P = 1 has 64 patches
+        numbers = list(range(0, N, every))
+        ax.set_xticks([n * (P + 1) + (P - 1) / 2 for n in numbers], [str(n) for n in numbers])
+        ax.tick_params(axis="x", labelsize=7, length=2)
+
     def update() -> tuple[dict[str, Any], str]:
         P, i = controls["patch_size"].value, controls["image"].value
         image = images[i : i + 1]  # (1, 1, 8, 8)
@@ -143,6 +151,7 @@ def patches_explorer(patchify_fn: Callable | None = None, index: int = 0) -> Any
         strip.set_extent((-0.5, picture.shape[1] - 0.5, P - 0.5, -0.5))
         ax_seq.set_xlim(-0.5, picture.shape[1] - 0.5)
         ax_seq.set_ylim(P - 0.5, -0.5)
+        label_patch_numbers(ax_seq, N, P)
         state: dict[str, Any] = {
             "patch_size": P,
             "patches": patches.numpy(),
@@ -173,9 +182,11 @@ def patches_explorer(patchify_fn: Callable | None = None, index: int = 0) -> Any
             student_strip.set_extent((-0.5, picture.shape[1] - 0.5, P - 0.5, -0.5))
             ax_student.set_xlim(-0.5, picture.shape[1] - 0.5)
             ax_student.set_ylim(P - 0.5, -0.5)
+            label_patch_numbers(ax_student, N, P)
             student_line = f"<br>Your patchify: {html.escape(verdict)}."
         readout = (
-            f"P = {P}: N = (8/{P})² = {N} patches of P·P·C = {P * P} numbers; the sequence has "
+            f"P = {P}: N = (8/{P})² = {N} patch{'' if N == 1 else 'es'} of P·P·C = {P * P} "
+            f"numbers; the sequence has "
             f"N + 1 = {N + 1} tokens with [CLS], so each layer's attention has (N+1)² = "
             f"{(N + 1) ** 2} entries per head. Halving P multiplies N by 4 and the attention cost "
             f"by about 16.{student_line}"
@@ -235,19 +246,23 @@ def vit_attention_explorer(
     fig, axes = ui.new_figure(3, figsize=(10, 3.4))
     view = ui.FigureView(fig)
     img = axes[0].imshow(np.zeros((8, 8)), cmap="gray_r", vmin=0, vmax=1)
-    overlay = axes[1].imshow(
-        np.zeros((8, 8)), cmap="magma", vmin=0, vmax=1, extent=(-0.5, 7.5, 7.5, -0.5)
-    )
-    under = axes[1].imshow(np.zeros((8, 8)), cmap="gray_r", vmin=0, vmax=1, alpha=0.25)
-    student = axes[2].imshow(
-        np.zeros((8, 8)), cmap="magma", vmin=0, vmax=1, extent=(-0.5, 7.5, 7.5, -0.5)
-    )
+
+    def map_panel(ax: Any) -> tuple[Any, Any]:
+        """A [CLS] map with the digit faintly on top: both map panels are drawn this way."""
+        heat = ax.imshow(  # NaN (no map yet) is transparent
+            np.full((8, 8), np.nan), cmap="magma", vmin=0, vmax=1, extent=(-0.5, 7.5, 7.5, -0.5)
+        )
+        digit = ax.imshow(np.zeros((8, 8)), cmap="gray_r", vmin=0, vmax=1, alpha=0.25)
+        return heat, digit
+
+    overlay, under = map_panel(axes[1])
+    student, student_under = map_panel(axes[2])
+    fig.colorbar(overlay, ax=list(axes[1:]), shrink=0.85, label="weight / largest weight")
     for ax in axes:
         ax.set_xticks([])
         ax.set_yticks([])
-    axes[2].set_title("your rollout" if rollout is not None else "(pass your attention_rollout)")
-    titles = [axes[0].set_title(""), axes[1].set_title("")]
-    view.animate(img, overlay, under, student, *titles)
+    titles = [axes[0].set_title(""), axes[1].set_title(""), axes[2].set_title("")]
+    view.animate(img, overlay, under, student, student_under, *titles)
 
     n_layers, n_heads = len(attentions), attentions[0].shape[1]
     slider = ui.widgets.IntSlider
@@ -272,6 +287,7 @@ def vit_attention_explorer(
         head, use_rollout = controls["head"].value, controls["rollout"].value
         img.set_data(images[i, 0].numpy())
         under.set_data(images[i, 0].numpy())
+        student_under.set_data(images[i, 0].numpy())
         titles[0].set_text(f"label {int(data.y_test[i])}, predicted {int(predictions[i])}")
         layers = [a[i : i + 1] for a in attentions[: layer + 1]]  # (1, H, T, T) each
         if head >= 0:
@@ -290,8 +306,15 @@ def vit_attention_explorer(
             "prediction": int(predictions[i]),
             "cls_weights": row.numpy(),
         }
-        line = f"[CLS] of test image {i} ({what}); brighter = more weight. Rows sum to one over all N + 1 tokens."
-        if rollout is not None:
+        line = (
+            f"[CLS] of test image {i} ({what}), over the digit; brighter = more weight, each map "
+            "scaled so its largest patch weight is 1. Rows sum to one over all N + 1 tokens."
+        )
+        blank = np.full_like(picture, np.nan)
+        if rollout is None:
+            student.set_data(blank)
+            titles[2].set_text("(pass your attention_rollout)")
+        else:
             if use_rollout:
                 result, error = _try(rollout, [a.clone() for a in layers])
                 expected = attention_rollout(layers)
@@ -302,11 +325,13 @@ def vit_attention_explorer(
                 student_map = (
                     None if differs is None else to_grid(result.detach()[0, 0, 1:].float())
                 )
-                student.set_data(np.zeros_like(picture) if student_map is None else student_map)
+                student.set_data(blank if student_map is None else student_map)
+                titles[2].set_text(f"your rollout through layers 0..{layer}")
                 state.update(student_map=student_map, student_verdict=verdict)
                 line += f"<br>Your attention_rollout {html.escape(verdict)}."
             else:
-                student.set_data(np.zeros_like(picture))
+                student.set_data(blank)
+                titles[2].set_text("your rollout: tick 'rollout'")
                 line += "<br>Tick 'rollout' to compare your attention_rollout."
         return state, line
 
