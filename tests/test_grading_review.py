@@ -472,6 +472,17 @@ ATTACKS: dict[str, tuple[dict, list, dict, list[str]]] = {
         {"sitecustomize.py": "import os\n"},
         ["sitecustomize.py: named like"],
     ),
+    "checks_private_module": (
+        {},
+        [
+            (
+                "softmax_impl",
+                "from transformer_lab.checks import _diagnose as d\nd.same = lambda *a: True\n",
+            )
+        ],
+        {},
+        ["transformer_lab.checks._diagnose", "line 1"],
+    ),
     "run_magic": ({}, [("softmax_impl", "%run helpers.py\n")], {}, ["magic", "%run"]),
 }
 
@@ -610,6 +621,16 @@ HONEST: dict[str, tuple[dict, list, dict]] = {
 }
 
 
+HONEST["reruns_the_instant_check"] = (
+    {},
+    [
+        (
+            "softmax_impl",
+            'checks.check_softmax(softmax)\nprint(checks.diagnose("softmax", softmax))\n',
+        )
+    ],
+    {},
+)
 HONEST["stderr_inside_the_answer"] = (
     {
         "softmax_impl": klass.solution_source(REPO, "softmax_impl").replace(
