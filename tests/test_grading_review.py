@@ -631,6 +631,16 @@ HONEST["reruns_the_instant_check"] = (
     ],
     {},
 )
+HONEST["compares_with_the_reference_outside_the_answer"] = (
+    {},
+    [
+        (
+            "softmax_impl",
+            "x = torch.randn(4, 5)\nprint(torch.allclose(softmax(x), transformer_lab.softmax(x)))\n",
+        )
+    ],
+    {},
+)
 HONEST["stderr_inside_the_answer"] = (
     {
         "softmax_impl": klass.solution_source(REPO, "softmax_impl").replace(
