@@ -717,21 +717,29 @@ def test_the_sandbox_test_class_attacks_are_flagged_by_the_scan(tmp_path, studen
     assert scan(folder), student
 
 
-def test_the_grader_loads_the_scan_by_path_without_torch():
+def test_the_grader_loads_the_scan_by_path_without_torch(tmp_path):
+    folder = tmp_path / "sub"
+    folder.mkdir()
+    (folder / "helpers.py").write_text(GETFRAME)
     code = (
         "import importlib.util, sys, json\n"
         "spec = importlib.util.spec_from_file_location('_tlab_grading_review', sys.argv[1])\n"
         "m = importlib.util.module_from_spec(spec); sys.modules[spec.name] = m\n"
         "spec.loader.exec_module(m)\n"
         "flags = m.scan_source('import gc\\nx = gc.get_objects()')\n"
+        "flags += m.scan_submission(sys.argv[2], {})\n"
         "print(json.dumps([flags, 'torch' in sys.modules, 'transformer_lab' in sys.modules]))\n"
     )
     path = REPO / "transformer_lab" / "grading" / "review.py"
     out = subprocess.run(
-        [sys.executable, "-c", code, str(path)], capture_output=True, text=True, cwd="/", check=True
+        [sys.executable, "-c", code, str(path), str(folder)],
+        capture_output=True,
+        text=True,
+        cwd="/",
+        check=True,
     )
     flags, torch_loaded, package_loaded = __import__("json").loads(out.stdout)
-    assert flags and "gc.get_objects" in flags[-1]
+    assert "gc.get_objects" in flags[1] and "helpers.py line 4" in flags[-1], flags
     assert not torch_loaded and not package_loaded
 
 
