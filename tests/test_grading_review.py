@@ -472,6 +472,17 @@ ATTACKS: dict[str, tuple[dict, list, dict, list[str]]] = {
         {"sitecustomize.py": "import os\n"},
         ["sitecustomize.py: named like"],
     ),
+    "checks_private_module": (
+        {},
+        [
+            (
+                "softmax_impl",
+                "from transformer_lab.checks import _diagnose as d\nd.same = lambda *a: True\n",
+            )
+        ],
+        {},
+        ["transformer_lab.checks._diagnose", "line 1"],
+    ),
     "run_magic": ({}, [("softmax_impl", "%run helpers.py\n")], {}, ["magic", "%run"]),
 }
 
@@ -610,6 +621,26 @@ HONEST: dict[str, tuple[dict, list, dict]] = {
 }
 
 
+HONEST["reruns_the_instant_check"] = (
+    {},
+    [
+        (
+            "softmax_impl",
+            'checks.check_softmax(softmax)\nprint(checks.diagnose("softmax", softmax))\n',
+        )
+    ],
+    {},
+)
+HONEST["compares_with_the_reference_outside_the_answer"] = (
+    {},
+    [
+        (
+            "softmax_impl",
+            "x = torch.randn(4, 5)\nprint(torch.allclose(softmax(x), transformer_lab.softmax(x)))\n",
+        )
+    ],
+    {},
+)
 HONEST["stderr_inside_the_answer"] = (
     {
         "softmax_impl": klass.solution_source(REPO, "softmax_impl").replace(
@@ -688,21 +719,29 @@ def test_the_sandbox_test_class_attacks_are_flagged_by_the_scan(tmp_path, studen
     assert scan(folder), student
 
 
-def test_the_grader_loads_the_scan_by_path_without_torch():
+def test_the_grader_loads_the_scan_by_path_without_torch(tmp_path):
+    folder = tmp_path / "sub"
+    folder.mkdir()
+    (folder / "helpers.py").write_text(GETFRAME)
     code = (
         "import importlib.util, sys, json\n"
         "spec = importlib.util.spec_from_file_location('_tlab_grading_review', sys.argv[1])\n"
         "m = importlib.util.module_from_spec(spec); sys.modules[spec.name] = m\n"
         "spec.loader.exec_module(m)\n"
         "flags = m.scan_source('import gc\\nx = gc.get_objects()')\n"
+        "flags += m.scan_submission(sys.argv[2], {})\n"
         "print(json.dumps([flags, 'torch' in sys.modules, 'transformer_lab' in sys.modules]))\n"
     )
     path = REPO / "transformer_lab" / "grading" / "review.py"
     out = subprocess.run(
-        [sys.executable, "-c", code, str(path)], capture_output=True, text=True, cwd="/", check=True
+        [sys.executable, "-c", code, str(path), str(folder)],
+        capture_output=True,
+        text=True,
+        cwd="/",
+        check=True,
     )
     flags, torch_loaded, package_loaded = __import__("json").loads(out.stdout)
-    assert flags and "gc.get_objects" in flags[-1]
+    assert "gc.get_objects" in flags[1] and "helpers.py line 4" in flags[-1], flags
     assert not torch_loaded and not package_loaded
 
 
@@ -1035,6 +1074,16 @@ def calibration() -> list[tuple[str, str, int, float, float, str]]:
             add(f"copy: {variant}", exercise, make(source))
     for label, source in HONEST_ALTERNATIVES.items():
         add("honest alternative", label, source)
+    # tests/holdout: ~1,200 students' mistakes written from the notebooks alone (honest, wrong)
+    for path in sorted((REPO / "tests" / "holdout").glob("nb*.py")):
+        for unit in similarity.units_of(path.read_text(), path.name):
+            if "." not in unit.name and unit.size >= review.MIN_FLAG_FINGERPRINTS:
+                m = similarity.best_match(unit)
+                rows.append(
+                    ("holdout mistake", f"{path.stem} {unit.name}", unit.size,
+                     m.containment if m else 0.0, m.jaccard if m else 0.0,
+                     f"{m.reference.name} ({m.reference.where})" if m else "-")
+                )  # fmt: skip
     for name in NOTEBOOKS:
         for gid, source in solution_answers(name).items():
             for unit in similarity.units_of(source, gid):
@@ -1058,7 +1107,7 @@ def test_similarity_separates_copies_from_honest_answers_and_the_solutions():
     # its validation cut out as well is caught only where little was cut (measured: 12 of 25).
     copies = [r for r in big if r[0].startswith("copy") and "stripped" not in r[0]]
     others = [r for r in big if not r[0].startswith("copy")]
-    assert len(copies) >= 4 * (len(REFERENCES) - 1) and len(others) >= 50  # mlp: too short
+    assert len(copies) >= 4 * (len(REFERENCES) - 1) and len(others) >= 1000  # mlp: too short
     low_copies = [r for r in copies if r[3] < review.SIMILARITY_THRESHOLD]
     assert not low_copies, low_copies
     assert min(r[3] for r in copies) == 1.0
@@ -1092,10 +1141,23 @@ def test_winnowing_guarantee_and_normalisation():
 
 
 if __name__ == "__main__":
+    import statistics
+
     rows = calibration()
     print(f"{'group':28s} {'answer':44s} {'fp':>4s} {'cont':>5s} {'jacc':>5s}  best match")
-    for group, label, size, cont, jac, match in rows:
+    shown = [r for r in rows if r[0] != "holdout mistake"]
+    shown += sorted((r for r in rows if r[0] == "holdout mistake"), key=lambda r: -r[3])[:10]
+    for group, label, size, cont, jac, match in shown:
         print(f"{group:28s} {label[:44]:44s} {size:4d} {cont:5.2f} {jac:5.2f}  {match}")
+    print(
+        f"\ncontainment of units with >= {review.MIN_FLAG_FINGERPRINTS} fingerprints "
+        f"(flagged at >= {review.SIMILARITY_THRESHOLD}):"
+    )
+    for group in dict.fromkeys(r[0] for r in rows):
+        scores = [r[3] for r in rows if r[0] == group and r[2] >= review.MIN_FLAG_FINGERPRINTS]
+        print(f"  {group:28s} n={len(scores):4d}  min {min(scores):.2f}  median "
+              f"{statistics.median(scores):.2f}  max {max(scores):.2f}  flagged "
+              f"{sum(c >= review.SIMILARITY_THRESHOLD for c in scores)}")  # fmt: skip
 
 
 def _answer_cells() -> dict[str, tuple[str, str, list[str]]]:

@@ -125,12 +125,23 @@ def _string(node: ast.AST) -> str | None:
 
 
 def _matches(path: str, table: dict[str, str]) -> str | None:
+    if path.startswith("transformer_lab.checks._"):  # any private part of the checks
+        return rules.INTERNALS
     parts = path.split(".")
     for n in range(len(parts), 0, -1):
         why = table.get(".".join(parts[:n]))
         if why:
             return why
     return None
+
+
+def _why(path: str, rex: dict[str, str]) -> str | None:
+    """What using ``path`` means; a public name the checks re-export from a private module
+    (``checks.diagnose`` is ``checks._api.diagnose``) is public."""
+    why = _matches(canonical(path, rex), rules.DOTTED)
+    if why == rules.INTERNALS and _matches(path, rules.DOTTED) != rules.INTERNALS:
+        return None
+    return why
 
 
 def _general(tree: ast.Module, text: str, aliases, rex) -> list[tuple[int, str, str]]:
@@ -145,9 +156,9 @@ def _general(tree: ast.Module, text: str, aliases, rex) -> list[tuple[int, str, 
             found += [(a.name, _matches(a.name, rules.DOTTED)) for a in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module:
             names = [f"{node.module}.{a.name}" for a in node.names]
-            found += [(p, _matches(canonical(p, rex), rules.DOTTED)) for p in names]
+            found += [(p, _why(p, rex)) for p in names]
         elif isinstance(node, (ast.Name, ast.Attribute, ast.Call)):
-            found += [(p, _matches(canonical(p, rex), rules.DOTTED)) for p in _paths(node, aliases)]
+            found += [(p, _why(p, rex)) for p in _paths(node, aliases)]
             if isinstance(node, ast.Attribute) and node.attr in rules.ATTRIBUTES:
                 found.append((f".{node.attr}", rules.ATTRIBUTES[node.attr]))
             if isinstance(node, ast.Attribute) and node.attr == "register":

@@ -15,6 +15,8 @@ so ``ｉｎｓｐｅｃｔ.ｓｔａｃｋ()`` is read as ``inspect.stack()``. C
   exercise's answer or in code the answer reaches (the list comes from the instant checks'
   ``Forbidden(...)`` declarations: :mod:`.forbidden`);
 - an answer that is structurally a copy of the package's source (:mod:`.similarity`);
+- files beside the notebook that would be imported instead of an installed module, compiled
+  files, files too large to read (:mod:`._review_files`);
 - the older patterns: patched modules, threads, files, processes, network, ... (:data:`PATTERNS`).
 
 A flag is for a person to look at, never a lost point: the submission is marked needs_review
@@ -23,13 +25,12 @@ and keeps its score until someone has looked.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from pathlib import Path
 
 try:
-    from . import _review_rules, _review_tree
+    from . import _review_files, _review_rules, _review_tree
     from . import forbidden as _forbidden
     from . import similarity as _similarity
 except ImportError:  # loaded by file path in the grader's driver (no package, no torch)
@@ -46,11 +47,13 @@ except ImportError:  # loaded by file path in the grader's driver (no package, n
             spec.loader.exec_module(module)
         return sys.modules[key]
 
+    _review_files = _sibling("_review_files")
     _review_rules = _sibling("_review_rules")
     _review_tree = _sibling("_review_tree")
     _forbidden, _similarity = _sibling("forbidden"), _sibling("similarity")
 
 PATTERNS = _review_rules.PATTERNS
+MAX_FILE_BYTES = _review_files.MAX_FILE_BYTES
 
 __all__ = [
     "PATTERNS",
@@ -64,23 +67,13 @@ __all__ = [
 # A student's function or class is flagged as a copy of the package when at least this share
 # of its winnowed fingerprints is found in one unit of the package's source, and it has at
 # least MIN_FLAG_FINGERPRINTS of them. Calibrated in tests/test_grading_review.py (run it as a
-# script for the table): honest alternatives (loops, einsum) reach at most 0.32; the solutions'
+# script for the table): honest alternatives (loops, einsum) reach at most 0.32, the 1,188
+# students' mistakes of tests/holdout (written from the notebooks alone) 0.91; the solutions'
 # own answers up to 0.91 (softmax 0.91, causal_lm_loss 0.86, merge_heads 0.83: several were
 # written close to the package's code); verbatim, renamed, reflowed and full-width copies of all
 # 25 references 1.00; copies with the validation also cut out 0.50-1.00 (12 of 25 flagged).
 SIMILARITY_THRESHOLD = 0.95
 MIN_FLAG_FINGERPRINTS = 12
-
-READ_SUFFIXES = {".py", ".ipynb", ".pth", ".txt", ".json", ".pyw"}
-COMPILED_SUFFIXES = {".pyc", ".pyo", ".so", ".pyd"}
-# Jupyter's autosaves and Python's caches: never run as such (a sourceless .pyc in __pycache__
-# is not importable), and loading them by hand needs code the scan flags anyway.
-SKIPPED_DIRS = {".ipynb_checkpoints", "__pycache__"}
-MAX_FILE_BYTES = 2_000_000  # a .py or .pth file larger than this is reported, not read
-MAX_NOTEBOOK_BYTES = 100_000_000  # notebooks carry outputs (plots); only their code is read
-MAX_TOTAL_BYTES = 200_000_000
-MAX_FILES = 400
-DATA_SUFFIXES = {".txt", ".json"}  # run only through code that reads them (which is flagged)
 
 
 def scan_source(source: str) -> list[str]:
@@ -209,14 +202,6 @@ def scan_notebook(nb, released) -> list[str]:
     )
 
 
-def _read_notebook(path: Path) -> dict | None:
-    try:
-        nb = json.loads(path.read_text(encoding="utf-8", errors="replace"))
-    except ValueError:
-        return None
-    return nb if isinstance(nb, dict) and isinstance(nb.get("cells"), list) else None
-
-
 def scan_submission(folder, released_notebooks: dict) -> list[str]:
     """Review flags, with evidence, for everything in a submission folder the kernel could run.
 
@@ -239,13 +224,13 @@ def _scan_submission(root: Path, released_notebooks: dict) -> list[str]:
     sources: list[_Source] = []
     notes: list[str] = []
     notebooks = list(released_notebooks.values())
-    for path in _files(root, notes):
+    for path in _review_files.files(root, notes):
         rel = path.relative_to(root).as_posix()
-        if path.suffix in COMPILED_SUFFIXES:
+        if path.suffix in _review_files.COMPILED_SUFFIXES:
             notes.append(f"{rel}: compiled code beside the notebook (importable, not readable)")
             continue
         if path.suffix == ".ipynb":
-            nb = _read_notebook(path)
+            nb = _review_files.read_notebook(path)
             if nb is None:  # not a notebook: read as text
                 sources.append(_Source(rel, path.read_text(encoding="utf-8", errors="replace")))
                 continue
@@ -256,67 +241,9 @@ def _scan_submission(root: Path, released_notebooks: dict) -> list[str]:
             sources.extend(_notebook_sources(rel, nb, released))
         else:
             sources.append(_Source(rel, path.read_text(encoding="utf-8", errors="replace")))
-    notes += _shadowing(root, list(released_notebooks.values()))
+    course = [_src(c) for nb in released_notebooks.values() for c in _cells(nb)]
+    notes += _review_files.shadowing(root, _review_files.imported_modules(course))
     return notes + _scan(sources, notebooks, released_notebooks)
-
-
-# Modules whose name a file or folder beside the notebook must not take: the working folder
-# comes first on the kernel's sys.path, so ./torch.py or ./transformer_lab/ would be imported
-# in place of the installed one (by the instructor's cells and by the checks).
-ALWAYS_SHADOWED = {
-    *("transformer_lab", "torch", "numpy", "sitecustomize", "usercustomize", "IPython"),
-    *("ipykernel", "nbgrader", "traitlets", "jupyter_client", "matplotlib", "ipywidgets"),
-}
-
-
-def _shadowing(root: Path, released: list) -> list[str]:
-    """Files or folders beside the notebook named like a module the course imports."""
-    imported = set(ALWAYS_SHADOWED)
-    for nb in released:  # the course's own imports (a student's helpers module is fine)
-        for cell in _cells(nb):
-            imported.update(re.findall(r"^\s*(?:import|from)\s+(\w+)", _src(cell), re.MULTILINE))
-    out = []
-    for item in sorted(root.iterdir()) if root.is_dir() else ():
-        name = (
-            item.name[: -len(item.suffix)] if item.suffix in (".py", ".pyc", ".so") else item.name
-        )
-        is_module = item.suffix in (".py", ".pyc", ".so") or (item.is_dir() and not item.suffix)
-        if is_module and name in imported and not item.is_symlink():
-            out.append(
-                f"{item.name}: named like the module `{name}` the course imports; the kernel "
-                f"would import it instead of the installed one"
-            )
-    return out
-
-
-def _files(root: Path, notes: list[str]) -> list[Path]:
-    """Files to read, walking ``root`` without following symlinks, bounded in count and size."""
-    out: list[Path] = []
-    total = 0
-    for folder, dirs, files in os.walk(root, followlinks=False):
-        dirs[:] = sorted(
-            d for d in dirs if d not in SKIPPED_DIRS and not os.path.islink(os.path.join(folder, d))
-        )
-        for name in sorted(files):
-            path = Path(folder) / name
-            rel = path.relative_to(root).as_posix()
-            if path.is_symlink() or not path.is_file():
-                continue  # never read through a link (the sealed copy reports them)
-            if path.suffix not in READ_SUFFIXES | COMPILED_SUFFIXES:
-                continue
-            size = path.stat().st_size
-            limit = MAX_NOTEBOOK_BYTES if path.suffix == ".ipynb" else MAX_FILE_BYTES
-            if size > limit and path.suffix in DATA_SUFFIXES:
-                continue  # a large data file: only code that reads it can run it
-            if size > limit or total + size > MAX_TOTAL_BYTES or len(out) >= MAX_FILES:
-                notes.append(
-                    f"{rel}: not scanned ({size} bytes; limits {limit} per file, "
-                    f"{MAX_TOTAL_BYTES} and {MAX_FILES} files in all): review by hand"
-                )
-                continue
-            total += size
-            out.append(path)
-    return out
 
 
 def _instructor_code(name: str, released) -> list[tuple[str, str]]:
