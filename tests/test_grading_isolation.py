@@ -452,5 +452,5 @@ def test_a_timeout_is_regraded_alone_then_marked_for_review(graded):
     from transformer_lab.grading.parallel import run_summary
 
     n_review = sum(r.status == "needs_review" for r in report.students.values())
-    assert f"({n_review} of them need review)" in report.summary()
-    assert f"({n_review} of them need review)" in run_summary(report, 1.0, jobs=2)
+    assert f"({n_review} of the graded need review)" in report.summary()
+    assert f"({n_review} of the graded need review)" in run_summary(report, 1.0, jobs=2)

@@ -149,8 +149,8 @@ def run_summary(report, seconds: float, jobs: int = 1) -> str:
     per = [r.seconds for r in now if r.seconds]
     lines = [
         f"This run: {len(now)} submission(s) in {_duration(seconds)} with {jobs} job(s): "
-        f"{len(graded)} graded ({len(review)} of them need review), "
-        f"{len(now) - len(graded)} not graded."
+        f"{len(graded)} graded, {len(now) - len(graded)} not graded "
+        f"({len(review)} of the graded need review)."
     ]
     if now:
         lines.append(

@@ -162,8 +162,8 @@ class GradingReport:
             for r in self.flagged:
                 lines.append(f"  {r.student_id:<{width}}  {r.reason}")
         lines.append(
-            f"In the report: {len(graded)} graded ({len(self.flagged)} of them need review), "
-            f"{len(failed)} could not be graded."
+            f"In the report: {len(graded)} graded, {len(failed)} could not be graded "
+            f"({len(self.flagged)} of the graded need review)."
         )
         for w in self.warnings:
             lines.append(f"warning: {w}")

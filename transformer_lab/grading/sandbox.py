@@ -295,6 +295,23 @@ def _memory_dir() -> str | None:
     return "/dev/shm" if shm and os.access("/dev/shm", os.W_OK) else None
 
 
+STALE_AFTER = 6 * 3600.0  # seconds; no graded kernel lives this long (per-cell time limits)
+
+
+def _remove_stale_dirs() -> None:
+    """Remove private folders left by grading processes that were killed (e.g. by the watchdog)."""
+    import time
+
+    for base in {tempfile.gettempdir(), _memory_dir() or tempfile.gettempdir()}:
+        for prefix in ("tlab-ipc-", "tlab-seed-", "tlab-work-"):
+            for path in Path(base).glob(prefix + "*"):
+                try:
+                    if path.is_dir() and time.time() - path.lstat().st_mtime > STALE_AFTER:
+                        shutil.rmtree(path, ignore_errors=True)
+                except OSError:
+                    continue
+
+
 def _private_dir(prefix: str, uid: int = NOBODY, base: str | None = None) -> Path:
     path = Path(tempfile.mkdtemp(prefix=prefix, dir=base))
     if os.geteuid() == 0:
@@ -347,6 +364,7 @@ class SandboxKernelManager(AsyncKernelManager):
 
     async def _async_pre_start_kernel(self, **kw):
         self._tlab_release()  # a restart: the previous kernel's folders and group
+        _remove_stale_dirs()
         # Private folders: Unix sockets + connection file, and the seed of the working folder.
         self._tlab_uid = new_uid() if os.geteuid() == 0 else NOBODY
         self._tlab_ipc = _private_dir("tlab-ipc-", self._tlab_uid, _memory_dir())
