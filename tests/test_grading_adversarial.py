@@ -135,7 +135,7 @@ def test_the_flags_name_the_trick(graded):
         "function_mode": "TorchFunctionMode",
         "sys_modules": "sys.modules",
         "vars_edit": "namespace",
-        "int_eq": "subclass of int",
+        "int_eq": "subclass",
         "lying_tensor": "subclass of torch.Tensor",
         "thread_reference": "threads",
         "read_solutions": "files",

@@ -190,10 +190,13 @@ def _outputs(nb: dict) -> str:
 def test_grading_mode_and_integrity_messages(course):
     root, _ = course
     assert "grading mode: True" in _outputs(_autograded(root, "full"))
-    assert "grading integrity" in _outputs(_autograded(root, "patched_comparisons"))
+    # The patch changes nothing the grader uses: its own check fails the wrong softmax.
+    patched = _outputs(_autograded(root, "patched_comparisons"))
+    assert "[the grader]" in patched and "GradedTestFailed" in patched
     assert "reference softmax" in _outputs(_autograded(root, "uses_reference"))
     hanging = _outputs(_autograded(root, "hanging"))
-    assert "CellTimeoutError" in hanging
+    # The kernel's own cell no longer calls it; the grader's call is interrupted at the limit.
+    assert "CellTimeoutError" in hanging or "did not finish within the time limit" in hanging
     # The edited test cell was restored from the gradebook before running.
     edited = _autograded(root, "edited_test")
     cell = next(

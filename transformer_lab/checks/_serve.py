@@ -67,10 +67,16 @@ def _encode(value: Any, depth: int = 0, attribute: bool = False) -> Any:
         return {"dtype": str(value).removeprefix("torch.")}
     if isinstance(value, torch.device):
         return {"device": str(value)}
-    if isinstance(value, torch.Tensor) and not attribute and kind in (torch.Tensor,):
-        return _tensor(value)
-    if isinstance(value, torch.Tensor) and not attribute and kind is torch.nn.Parameter:
-        return _tensor(value)
+    if isinstance(value, torch.Tensor) and not attribute:
+        if kind in (torch.Tensor, torch.nn.Parameter):
+            return _tensor(value)
+        note = f"returned a {kind.__qualname__}, a subclass of torch.Tensor"
+        return {"subclass": note, "value": _tensor(value)}  # its data, never its behaviour
+    for base in (bool, int, float, str):
+        if isinstance(value, base) and kind is not base:
+            note = f"returned a {kind.__qualname__}, a subclass of {base.__name__}"
+            plain = base.__new__(base, value) if base is not bool else bool(int(value))
+            return {"subclass": note, "value": _encode(plain, depth + 1)}
     if kind in (tuple, list):
         return {
             "seq": kind.__name__,

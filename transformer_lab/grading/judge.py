@@ -179,6 +179,9 @@ def judge_cell(kernel, source: str, secret: str, budget: float = 300.0) -> Verdi
         if kernel.problems and not verdict.passed:
             # a failure the grader could not fully test: a person should look
             verdict.flags.append(f"grader error: {kernel.problems[0]}")
+        for note in kernel.notes:
+            if f"kernel: {note}" not in verdict.flags:
+                verdict.flags.append(f"kernel: {note}")
         try:
             found = kernel.answer(kernel.request(op="findings"))
             for flag in found if isinstance(found, list) else []:
