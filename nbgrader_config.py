@@ -60,9 +60,17 @@ c.OverwriteCells.add_missing_cells = False
 # Feedback must not reveal hidden tests: remove their source (ClearHiddenTests) and shorten
 # the tracebacks of graded cells to the final error line, which would otherwise quote the
 # hidden lines around the failure.
+#
+# Feedback pages are opened in browsers logged in to Jupyter: nothing a student wrote or a
+# kernel printed may run there. SanitizeOutputs keeps only inert output types (SVG becomes an
+# image), and SanitizedHTMLExporter passes the page's body through the nh3 sanitizer (no
+# script, event handler, javascript: URL, form or frame) under a Content-Security-Policy that
+# forbids every script; MathJax goes too, so formulas show as LaTeX source.
 c.GenerateFeedback.preprocessors = [
     "nbgrader.preprocessors.GetGrades",
     "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
     "nbgrader.preprocessors.ClearHiddenTests",
     "transformer_lab.grading.feedback.ClearHiddenTracebacks",
+    "transformer_lab.grading.feedback.SanitizeOutputs",
 ]
+c.GenerateFeedback.exporter_class = "transformer_lab.grading.feedback.SanitizedHTMLExporter"

@@ -179,6 +179,53 @@ except MemoryError:
     print("out of memory")
 """
 
+# Issue 22's class: the oracle that read the check's `expected` from the calling frames, the
+# visible asserts skipped by an input transformer, the same written with full-width letters or
+# moved into a file beside the notebook, the package's reference recompiled from its source,
+# and a dump of the kernel's history (where the hidden tests and the secret used to be).
+FRAME_ORACLE = """\
+import inspect
+
+def _strip_asserts(lines):
+    return [ln for ln in lines if not ln.lstrip().startswith("assert")]
+
+get_ipython().input_transformers_cleanup.append(_strip_asserts)
+
+def softmax(x, dim=-1):
+    for info in inspect.stack():
+        scope = info.frame.f_locals
+        for key in ("expected", "want", "reference", "ref"):
+            v = scope.get(key)
+            if isinstance(v, torch.Tensor) and v.shape == x.shape:
+                return v.clone()
+        data = getattr(scope.get("case"), "data", None)
+        if isinstance(data, dict) and isinstance(data.get("expected"), torch.Tensor):
+            if data["expected"].shape == x.shape:
+                return data["expected"].clone()
+    return torch.zeros_like(x)
+"""
+FULLWIDTH_ORACLE = FRAME_ORACLE.replace(
+    "inspect", "\uff49\uff4e\uff53\uff50\uff45\uff43\uff54"
+).replace("f_locals", "\uff46_\uff4c\uff4f\uff43\uff41\uff4c\uff53")
+HELPERS_IMPORT = "from helpers import softmax\n"
+RUNPY_REFERENCE = """\
+import pathlib, runpy
+import transformer_lab.attention as _a
+
+_copy = pathlib.Path("/tmp/ref_copy.py")
+_copy.write_text("\\n\\n\\n\\n" + pathlib.Path(_a.__file__).read_text())
+softmax = runpy.run_path(str(_copy))["softmax"]
+"""
+HISTORY_DUMP = """\
+import json, os
+print("HISTORY", json.dumps(list(In))[:20000])
+print("HISTORY-IH", json.dumps(list(_ih))[:20000])
+_h = get_ipython().history_manager
+print("SESSION", [c for _, _, c in _h.get_range(output=False)][:200])
+print("ENVIRON", dict(os.environ))
+print("GLOBALS", sorted(k for k in globals() if not k.startswith("_")))
+"""
+
 ATTACKS = {
     "function_mode": {"softmax_impl": FUNCTION_MODE},
     "sys_modules": {"softmax_impl": SYS_MODULES},
@@ -193,9 +240,24 @@ ATTACKS = {
     "network": {"softmax_impl": NETWORK},
     "fork_bomb": {"softmax_impl": FORK_BOMB},
     "memory_hog": {"softmax_impl": MEMORY},
+    "frame_oracle": {"softmax_impl": FRAME_ORACLE},
+    "fullwidth_oracle": {"softmax_impl": FULLWIDTH_ORACLE},
+    "helpers_file": {"softmax_impl": HELPERS_IMPORT},
+    "runpy_reference": {"softmax_impl": RUNPY_REFERENCE},
+    "history_dump": {"softmax_impl": HISTORY_DUMP},
 }
+# Files beside the notebook, per student.
+EXTRA_FILES = {"helpers_file": {"helpers.py": "import torch\n\n" + FRAME_ORACLE}}
 # Replacing answers (their own definitions) vs. code run before the wrong answer.
-REPLACES = {"int_eq", "lying_tensor", "thread_reference"}
+REPLACES = {
+    "int_eq",
+    "lying_tensor",
+    "thread_reference",
+    "frame_oracle",
+    "fullwidth_oracle",
+    "helpers_file",
+    "runpy_reference",
+}
 AFTER = {"read_solutions"}  # the trick comes after the wrong answers (and would replace them)
 HONEST = ("honest_full", "honest_stderr", "honest_slow", "honest_stripped", "honest_big_print")
 DANGEROUS = {"fork_bomb", "memory_hog"}  # never run these without the sandbox
@@ -206,6 +268,13 @@ EXPECTED: dict[str, tuple[set[str], float, bool]] = {
     "thread_reference": ({"needs_review"}, 2, True),  # a correct softmax, but computed by PyTorch
     "fork_bomb": ({"needs_review", "graded", "not_graded"}, 0, False),
     "memory_hog": ({"needs_review", "graded"}, 0, False),
+    # Nothing to read in the kernel any more: the oracles find no `expected` and score 0.
+    "frame_oracle": ({"needs_review", "graded"}, 0, False),
+    "fullwidth_oracle": ({"needs_review", "graded"}, 0, False),
+    "helpers_file": ({"needs_review", "graded"}, 0, False),
+    # A correct softmax recompiled from the package's source: its 2 points, and a flag.
+    "runpy_reference": ({"needs_review"}, 2, True),
+    "history_dump": ({"needs_review", "graded"}, 0, False),
     **{s: ({"graded"}, 10, False) for s in HONEST},
 }
 
@@ -235,6 +304,8 @@ def submit(root: Path, student: str, nb) -> None:
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f %Z")
     (folder / "timestamp.txt").write_text(stamp)
     nbformat.write(nb, folder / f"{A}.ipynb")
+    for name, text in EXTRA_FILES.get(student, {}).items():
+        (folder / name).write_text(text, encoding="utf-8")
 
 
 def notebook_for(root: Path, student: str, port: int = 9):

@@ -1,11 +1,10 @@
-"""Helpers for the real-browser test: Chromium, a throwaway JupyterLab, and the notebook to open."""
+"""Helpers for the real-browser test: Chromium's flags, a throwaway JupyterLab, the notebook to open."""
 
 from __future__ import annotations
 
 import ast
 import os
 import re
-import shutil
 import socket
 import subprocess
 import sys
@@ -17,7 +16,6 @@ import nbformat
 
 ROOT = Path(__file__).resolve().parents[1]
 STUDENT_NOTEBOOK = ROOT / "notebooks" / "01_self_attention" / "01_self_attention.ipynb"
-CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--headless",
     "--no-sandbox",
@@ -29,23 +27,6 @@ CHROMIUM_ARGS = [
 ]
 # A cell that builds an explorer: `widgets.softmax_explorer(...)`, `softmax_explorer(...)`, ...
 EXPLORER_CALL = re.compile(r"\bwidgets\.\w+\s*\(|\b\w+_explorer\s*\(")
-
-
-def ensure_chromium() -> str | None:
-    """Install Debian's Chromium if it is missing; return None on success, else why it failed."""
-    if CHROMIUM.exists():
-        return None
-    if shutil.which("apt-get") is None:
-        return "apt-get is not available to install chromium"
-    for cmd in (["apt-get", "update"], ["apt-get", "install", "-y", "chromium", "chromium-driver"]):
-        env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-        try:
-            run = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env)
-        except (OSError, subprocess.TimeoutExpired) as err:
-            return f"`{' '.join(cmd)}` failed: {err}"
-        if run.returncode != 0:
-            return f"`{' '.join(cmd)}` failed with exit code {run.returncode}: {run.stderr.strip()[-300:]}"
-    return None if CHROMIUM.exists() else "chromium installed but /usr/bin/chromium is missing"
 
 
 def notebook_to_open() -> Path:

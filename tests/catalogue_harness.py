@@ -1,10 +1,8 @@
-"""Running a notebook's mistake catalogue: instant check, graded cell, share named.
-
-A catalogue is a list of ``Entry(exercise, label, fn, words)``: wrong implementations with the
-words their check's message must contain, and correct variants (no words). For each entry the
-check runs (visible, then hidden cases), and the graded cell tagged ``id:<exercise>_tests`` in
-the solution notebook runs with ``fn`` in place of the student's function, in a namespace holding
-the notebook's imports and its other solutions.
+"""Running notebooks 08 and 09's catalogues (tests/catalogues/nb08.py, nb09.py) in the graded
+cells: the instant check, the graded cell tagged ``id:<exercise>_tests`` in the solution notebook
+with ``fn`` in place of the student's function (in a namespace holding the notebook's imports and
+its other solutions), and the share named. Entries are :class:`tests.holdout._harness.Mistake`s,
+the one catalogue format; the floor of every catalogue is tests/holdout/test_holdout.py.
 """
 
 from __future__ import annotations

@@ -5,13 +5,100 @@ as fixtures of the same names.
   the small initial weights of most models, attention is nearly uniform and hides such mistakes).
 - :func:`max_diff`: the largest absolute difference of two tensors, for messages.
 - :func:`one_sentence`: an error message is one sentence (the package's rule for bad input).
+
+Real components (``tests/components.py``): a test that needs bubblewrap, PostgreSQL or Chromium
+carries the marker ``needs_bwrap`` / ``needs_postgres`` / ``needs_chromium``, or requests the
+fixture ``bwrap`` / ``postgresql`` / ``chromium`` (directly or through another fixture, which
+implies the marker). Where the component is missing such a test is skipped, naming what is
+missing and how to install it; the header of every run lists what was found.
+
+Parallel runs (``make test``: pytest-xdist, ``-n auto``; how tests are shared out is in
+``tests/parallel.py``): each worker gets its own ``tmp_path`` tree and PostgreSQL cluster, and
+torch a share of the cores (two workers with two threads each on two cores fight over them).
 """
 
+import os
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 import torch
+from components import COMPONENTS, report_lines
+from parallel import make_scheduler, order_key
 from torch import nn
+
+
+def pytest_configure(config):
+    for c in COMPONENTS.values():
+        config.addinivalue_line(
+            "markers", f"{c.marker}: needs {c.what} (skipped, saying why, where it is missing)"
+        )
+    workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+    if workers:  # share the cores between the workers (kernels and subprocesses inherit this)
+        threads = max(1, (os.cpu_count() or 1) // int(workers))
+        os.environ.setdefault("OMP_NUM_THREADS", str(threads))
+        torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+
+
+def pytest_report_header(config):
+    return ["real components used by some tests (tests/components.py):", *report_lines()]
+
+
+@pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook: fine without it installed
+def pytest_xdist_make_scheduler(config, log):
+    """Under ``-n``: whole files when their tests share a set-up, else test by test."""
+    if config.getvalue("dist") in ("load", "loadgroup"):
+        return make_scheduler(config, log)
+    return None
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark tests that request a component's fixture; skip those whose component is missing;
+    put slow files first (see ``tests/parallel.py``)."""
+    for item in items:
+        missing = []
+        for c in COMPONENTS.values():
+            if c.fixture in item.fixturenames and item.get_closest_marker(c.marker) is None:
+                item.add_marker(c.marker)
+            if item.get_closest_marker(c.marker) is not None and c.missing() is not None:
+                missing.append(c.missing())
+        if missing:
+            item.add_marker(pytest.mark.skip(reason="; and ".join(missing)))
+    slow_files = {item.path for item in items if item.get_closest_marker("slow") is not None}
+    items.sort(key=lambda item: order_key(item.path, slow_files))  # stable: files stay whole
+
+
+def _component(name: str):
+    why = COMPONENTS[name].missing()
+    if why is not None:
+        pytest.skip(why)
+
+
+@pytest.fixture(scope="session")
+def bwrap() -> str:
+    """The path of bubblewrap (skips the test, saying why, where it cannot sandbox)."""
+    import shutil
+
+    _component("bwrap")
+    return shutil.which("bwrap")
+
+
+@pytest.fixture(scope="session")
+def postgresql() -> Path:
+    """The folder of PostgreSQL's server programs (skips the test where they are missing)."""
+    from pg_server import find_pg_bin
+
+    _component("postgres")
+    return find_pg_bin()
+
+
+@pytest.fixture(scope="session")
+def chromium() -> Path:
+    """The path of Chromium (skips the test where it is missing); Playwright only drives it."""
+    import shutil
+
+    _component("chromium")
+    return Path(shutil.which("chromium"))
 
 
 def randomise(

@@ -19,12 +19,19 @@ from pathlib import Path
 __all__ = ["find_pg_bin", "PostgresServer", "missing_reason"]
 
 
+PROGRAMS = ("initdb", "pg_ctl", "postgres")
+
+
 def find_pg_bin() -> Path | None:
-    """The newest ``/usr/lib/postgresql/*/bin`` holding initdb, pg_ctl and postgres."""
+    """``$TLAB_PG_BIN`` if set (None if it lacks a program), else the newest
+    ``/usr/lib/postgresql/*/bin`` holding initdb, pg_ctl and postgres."""
+    if os.environ.get("TLAB_PG_BIN"):
+        chosen = Path(os.environ["TLAB_PG_BIN"])
+        return chosen if all((chosen / exe).is_file() for exe in PROGRAMS) else None
     candidates = []
     for folder in glob.glob("/usr/lib/postgresql/*/bin"):
         p = Path(folder)
-        if all((p / exe).is_file() for exe in ("initdb", "pg_ctl", "postgres")):
+        if all((p / exe).is_file() for exe in PROGRAMS):
             try:
                 candidates.append((int(p.parent.name.split(".")[0]), p))
             except ValueError:
@@ -47,13 +54,14 @@ def _run_as() -> str | None:
 def missing_reason() -> str | None:
     """Why no server can be started here (None if it can)."""
     if find_pg_bin() is None:
-        return "PostgreSQL's server binaries are not installed (apt-get install -y postgresql)"
+        where = os.environ.get("TLAB_PG_BIN") or "/usr/lib/postgresql/*/bin"
+        return f"PostgreSQL's initdb, pg_ctl and postgres are not in {where}"
     if os.geteuid() == 0 and (_run_as() is None or shutil.which("runuser") is None):
-        return "running as root without a postgres/nobody user and runuser to own the cluster"
+        return "running as root without a postgres or nobody user and runuser to own the cluster"
     try:
         import psycopg  # noqa: F401
     except ImportError:
-        return 'psycopg 3 is not installed (pip install "transformer-lab[postgres]")'
+        return 'psycopg 3 is not installed (pip install -e ".[dev]")'
     return None
 
 

@@ -20,6 +20,8 @@ MODULES = [
     "transformer_lab.data",
     "transformer_lab.train",
     "transformer_lab.checkpoints",
+    "transformer_lab.bpe",
+    "transformer_lab.baselines",
 ]
 
 

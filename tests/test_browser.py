@@ -9,9 +9,11 @@ student's unsolved ``self_attention``: it must show the reference and a one-line
 implemented yet", never a traceback). Screenshots and the measured round trip go to
 ``tests/screenshots/``.
 
-Chromium is Debian's (``/usr/bin/chromium``), installed with apt-get by the session fixture if
-missing; Playwright only drives it (``playwright install`` is never used). Every wait has its own
-timeout and a watchdog ends the test after 150 s, so it can never hang CI.
+Chromium is the system's (Debian's ``chromium``, found on ``PATH`` by the ``chromium`` fixture of
+``tests/conftest.py``; the test skips, saying how to install it, where it is missing; it never
+installs anything). Playwright only drives it (``playwright install`` is never used). Every wait
+has its own timeout and a watchdog ends the test after 150 s, so it can never hang CI; how long
+the test takes is not asserted.
 """
 
 from __future__ import annotations
@@ -21,15 +23,12 @@ import re
 import secrets
 import signal
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
 from browser_helpers import (
-    CHROMIUM,
     CHROMIUM_ARGS,
     ROOT,
-    ensure_chromium,
     explorer_notebook,
     free_port,
     notebook_to_open,
@@ -39,18 +38,10 @@ from browser_helpers import (
 
 pytestmark = pytest.mark.browser
 SHOTS = ROOT / "tests" / "screenshots"
-BUDGET_S = 150  # hard limit for the whole test
+BUDGET_S = 150  # the watchdog's limit: a hang fails instead of blocking CI
 KERNEL_STATUS = ".jp-Notebook-ExecutionIndicator"
 WIDGET_IMG = ".jp-OutputArea-output img.widget-image"
 ERROR_OUTPUT = ".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']"
-
-
-@pytest.fixture(scope="session")
-def chromium() -> Path:
-    why = ensure_chromium()
-    if why is not None:
-        pytest.skip(f"Chromium is not available and could not be installed: {why}")
-    return CHROMIUM
 
 
 # (explorer to open, or None for the notebook's first; name of the screenshots)
@@ -156,7 +147,6 @@ def test_slider_redraws_the_explorer_in_jupyterlab(chromium, lab, watchdog, requ
     explorer, shot = request.node.callspec.params["lab"]
     SHOTS.mkdir(exist_ok=True)
     (SHOTS / f"{shot}_failure.png").unlink(missing_ok=True)
-    started = time.monotonic()
     with sync_playwright() as pw:
         browser = pw.chromium.launch(
             executable_path=str(chromium), headless=True, args=CHROMIUM_ARGS
@@ -226,4 +216,3 @@ def test_slider_redraws_the_explorer_in_jupyterlab(chromium, lab, watchdog, requ
     assert changed > 0.002, (
         f"only {changed:.2%} of the output area's pixels changed after moving the slider"
     )
-    assert time.monotonic() - started < BUDGET_S

@@ -19,7 +19,6 @@ from __future__ import annotations
 import csv
 import hashlib
 import os
-import shutil
 import socket
 import threading
 import time
@@ -32,9 +31,10 @@ from transformer_lab import cli
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed"),
+    pytest.mark.needs_bwrap,
 ]
 A = klass.A
+SECRET = "5ec7e7f00d5ec7e7f00d5ec7e7f00d42"
 MARKER_FILES = [Path("/tmp/tlab_vandal_was_here"), Path("/var/tmp/tlab_vandal_was_here")]
 
 
@@ -86,11 +86,16 @@ def graded(tmp_path_factory):
     submitted_before = _hashes(root, "submitted")
     os.environ[klass.ENV_MARKER] = "instructor-only-value-7f3a"
     started = time.monotonic()
+    from transformer_lab.grading import autograde
+
+    token_hex = autograde.secrets.token_hex  # the run's secret, known here to look for leaks
+    autograde.secrets.token_hex = lambda n=16: SECRET
     try:
         code = cli.main(
             ["--root", str(root), "grade", A, "--timeout", "8", "--budget", "10", "--quiet"]
         )
     finally:
+        autograde.secrets.token_hex = token_hex
         os.environ.pop(klass.ENV_MARKER, None)
         listener.close()
     seconds = time.monotonic() - started
@@ -138,6 +143,7 @@ def test_the_flags_name_the_trick(graded):
         "vandal": "files",
         "leaker": "environment variables",
         "network": "network",
+        "runpy_reference": "runpy",
     }
     for student, words in expect.items():
         assert words in rows[student]["flags"], (student, rows[student]["flags"])
@@ -173,6 +179,7 @@ def test_feedback_reveals_no_solution_hidden_test_or_secret(graded):
         text = feedback.read_text(encoding="utf-8")
         assert solution_line not in text, student
         assert "hidden=True" not in text and "BEGIN HIDDEN TESTS" not in text, student
+        assert SECRET not in text, student
         assert "instructor-only-value-7f3a" not in text and klass.ENV_MARKER not in text, student
         assert "SQLite format 3" not in text, student  # the gradebook's bytes
         others = [s for s in klass.EXPECTED if s != student and len(s) > 6]
@@ -181,11 +188,22 @@ def test_feedback_reveals_no_solution_hidden_test_or_secret(graded):
         assert len(text) < 2_000_000, (student, len(text))
 
 
+def test_the_kernel_never_saw_the_hidden_tests_or_the_secret(graded):
+    root, _, _, _ = graded
+    autograded = root / "autograded" / "history_dump" / A / f"{A}.ipynb"
+    text = autograded.read_text(encoding="utf-8")
+    assert "HISTORY" in text and "SESSION" in text  # the dump ran and printed the history
+    assert SECRET not in text
+    for line in text.splitlines():
+        if "HISTORY" in line or "SESSION" in line:
+            assert "hidden=True" not in line and "BEGIN HIDDEN" not in line, line[:300]
+
+
 def test_outputs_are_truncated(graded):
     root, _, _, _ = graded
     autograded = root / "autograded" / "honest_big_print" / A / f"{A}.ipynb"
     assert autograded.stat().st_size < 1_000_000
-    assert "more characters of output not kept by the grader" in autograded.read_text()
+    assert "not kept by the grader" in autograded.read_text()
 
 
 def test_stderr_and_metadata_notes(graded):

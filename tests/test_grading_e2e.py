@@ -107,23 +107,26 @@ STUDENTS = {
     "full": (answer(**FULL), GRADED, 6),
     "untouched": (None, GRADED, 0),
     "partial": (answer(softmax_impl="solution"), GRADED, 2),
-    "hanging": (
+    "hanging": (  # a final timeout is marked for review, never a silent 0 with "graded"
         answer(softmax_impl="solution", causal_impl="solution", attention_impl=HANG),
-        GRADED,
+        NEEDS_REVIEW,
         3,
     ),
     "kernel_killer": (answer(**{**FULL, "softmax_impl": KILL}), NOT_GRADED, None),
     "edited_test": (_edit_test, GRADED, 4),
     "deleted_test": (_delete_test, GRADED, 6),
     "invalid_json": ("{ this is not a notebook", NOT_GRADED, None),
-    "patched_comparisons": (answer(**{**FULL, "softmax_impl": PATCHED}), NEEDS_REVIEW, 0),
+    # The patch reaches nothing: the grader compares outside the kernel (softmax wrong: 0 of 2;
+    # the two correct exercises keep their 4 points) and the patch is flagged.
+    "patched_comparisons": (answer(**{**FULL, "softmax_impl": PATCHED}), NEEDS_REVIEW, 4),
     "fake_checks": (answer(**{**FULL, "softmax_impl": FAKE_CHECKS}), NEEDS_REVIEW, 4),
-    "uses_reference": (answer(**{**FULL, "softmax_impl": REFERENCE}), GRADED, 4),
+    # the check gives the softmax 0 points, and the code scan flags the reference's use (issue 22)
+    "uses_reference": (answer(**{**FULL, "softmax_impl": REFERENCE}), NEEDS_REVIEW, 4),
 }
 
 
 @pytest.fixture(scope="module")
-def course(tmp_path_factory):
+def course(tmp_path_factory, bwrap):
     root = tmp_path_factory.mktemp("course")
     shutil.copy(REPO / "nbgrader_config.py", root / "nbgrader_config.py")
     shutil.copytree(FIXTURE / "solutions", root / "solutions")
@@ -285,6 +288,7 @@ def test_watchdog_kills_a_hung_grading_process(tmp_path):
     assert time.monotonic() - started < 60
 
 
+@pytest.mark.needs_bwrap  # grade() probes the sandbox before it starts the (fake) driver
 def test_a_hung_process_is_reported_and_the_others_still_graded(tmp_path, monkeypatch):
     """Simulate the nbgrader process hanging on one student: it is reported, the rest graded."""
     shutil.copy(REPO / "nbgrader_config.py", tmp_path / "nbgrader_config.py")
@@ -332,7 +336,7 @@ REAL = list_assignments(REPO / "solutions")
 
 
 @pytest.fixture(scope="module")
-def real_course(tmp_path_factory):
+def real_course(tmp_path_factory, bwrap):
     """All real assignments released once; two submissions each: the solution and the release."""
     root = tmp_path_factory.mktemp("real_course")
     shutil.copy(REPO / "nbgrader_config.py", root / "nbgrader_config.py")

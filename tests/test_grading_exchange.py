@@ -42,6 +42,7 @@ def _nbgrader(cwd: Path, *args: str, home: Path | None = None) -> str:
     return done.stdout + done.stderr
 
 
+@pytest.mark.needs_bwrap
 def test_release_fetch_submit_collect_grade_feedback_cycle(tmp_path):
     root = tmp_path / "course"
     root.mkdir()

@@ -18,7 +18,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from pg_server import PostgresServer, missing_reason
+from pg_server import PostgresServer
 from test_grading_e2e import FULL, KILL, A, _submit, answer
 
 from transformer_lab import cli
@@ -39,7 +39,6 @@ CLASS = {
     "dee": (answer(**{**FULL, "softmax_impl": KILL}), NOT_GRADED, None),
     "eve": ("{ not a notebook", NOT_GRADED, None),
 }
-PG_MISSING = missing_reason()
 
 
 def _make_course(root: Path, db_url: str | None = None) -> Path:
@@ -121,7 +120,7 @@ def test_bad_gradebook_urls_and_options_are_one_sentence_errors(capsys):
 
 # ------------------------------------------------------------------ SQLite, --jobs 2
 @pytest.fixture(scope="module")
-def sqlite_class(tmp_path_factory):
+def sqlite_class(tmp_path_factory, bwrap):
     root = _make_course(tmp_path_factory.mktemp("sqlite") / "course")
     proc = _tlab(root, "grade", A, "--jobs", "2", *LIMITS)
     out, _ = proc.communicate(timeout=600)
@@ -188,9 +187,7 @@ def test_concurrent_sqlite_writers_are_serialised_not_locked_out(tmp_path):
 
 # ------------------------------------------------------------------ PostgreSQL, shards, export
 @pytest.fixture(scope="module")
-def postgres():
-    if PG_MISSING:
-        pytest.skip(PG_MISSING)
+def postgres(postgresql):
     with PostgresServer() as server:
         yield server
 
@@ -216,7 +213,7 @@ def test_concurrent_postgres_writers_on_an_empty_database_lose_nothing(postgres)
 
 
 @pytest.fixture(scope="module")
-def pg_class(postgres, tmp_path_factory):
+def pg_class(postgres, tmp_path_factory, bwrap):
     """Two shards grade the class at the same time into one PostgreSQL gradebook."""
     url = postgres.create_database("gradebook")
     root = _make_course(tmp_path_factory.mktemp("pg") / "course", db_url=url)

@@ -52,6 +52,7 @@ def _submit_partial(root: Path, answered: tuple[str, ...]) -> None:
     nbformat.write(released, folder / f"{A}.ipynb")
 
 
+@pytest.mark.needs_bwrap
 def test_full_solution_gets_10_and_untouched_gets_0(course):
     started = time.monotonic()
     report = grade(course, A, GradeOptions(timeout=60, budget=240.0, quiet=True, feedback=False))

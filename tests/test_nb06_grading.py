@@ -23,7 +23,7 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def graded(tmp_path_factory):
+def graded(tmp_path_factory, bwrap):
     root = tmp_path_factory.mktemp("nb06_course")
     shutil.copy(REPO / "nbgrader_config.py", root / "nbgrader_config.py")
     (root / "solutions").mkdir()

@@ -1,4 +1,4 @@
-"""Notebook 8's instant checks against its mistake catalogue (tests/feedback_nb08/catalogue.py):
+"""Notebook 8's instant checks against its mistake catalogue (tests/catalogues/nb08.py):
 every wrong implementation named (>= 95%, printed with -s), none passing, every correct variant
 passing both the check and the graded cell."""
 
@@ -8,7 +8,9 @@ from collections import Counter
 
 import pytest
 from catalogue_harness import ROOT, Notebook, run_check, score
-from feedback_nb08.catalogue import CORRECT, WRONG
+
+from tests.catalogues.nb08 import CORRECT
+from tests.catalogues.nb08 import MISTAKES as WRONG
 
 NOTEBOOK = Notebook(ROOT / "solutions" / "08_vision_transformer" / "08_vision_transformer.ipynb")
 EXERCISES = {"patchify", "linear_to_conv", "vit_embed", "sinusoidal_2d", "attention_rollout"}

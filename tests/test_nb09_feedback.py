@@ -1,4 +1,4 @@
-"""Notebook 9's instant checks against its mistake catalogue (tests/feedback_nb09.catalogue.py):
+"""Notebook 9's instant checks against its mistake catalogue (tests/catalogues/nb09.py):
 every wrong implementation named (>= 95%, printed with -s), none passing, every correct variant
 passing both the check and the graded cell."""
 
@@ -8,7 +8,9 @@ from collections import Counter
 
 import pytest
 from catalogue_harness import ROOT, Notebook, run_check, score
-from feedback_nb09.catalogue import CORRECT, WRONG
+
+from tests.catalogues.nb09 import CORRECT
+from tests.catalogues.nb09 import MISTAKES as WRONG
 
 NOTEBOOK = Notebook(ROOT / "solutions" / "09_attention_at_scale" / "09_attention_at_scale.ipynb")
 EXERCISES = {

@@ -80,23 +80,33 @@ LEAK_MODES = {
 
 def attention_layer(T: int, C: int, mode: str, seed: int) -> Callable[[torch.Tensor], torch.Tensor]:
     """A small self-attention x (T, C) -> (T, C) with one masking variant (see ``LEAK_MODES``)."""
-    from transformer_lab.attention import scaled_dot_product_attention as sdpa
-    from transformer_lab.masks import causal_mask
-
-    g = torch.Generator().manual_seed(seed)
-    w_q, w_k, w_v = (torch.randn(C, C, generator=g) / math.sqrt(C) for _ in range(3))
-    causal = causal_mask(T)  # (T, T)
-    allowed = {
-        "causal": causal,
-        "none": torch.ones(T, T, dtype=torch.bool),
-        "next token too": torch.ones(T, T, dtype=torch.bool).tril(1),
-        "strictly past": torch.ones(T, T, dtype=torch.bool).tril(-1),
-    }
     if mode not in LEAK_MODES:
         raise ValueError(f"mode must be one of {sorted(LEAK_MODES)}, but received {mode!r}.")
+    return _AttentionLayer(T, C, mode, seed)
 
-    def attend(x: torch.Tensor) -> torch.Tensor:
-        q, k, v = x @ w_q, x @ w_k, x @ w_v  # (T, C) each
+
+class _AttentionLayer:
+    """The layer :func:`attention_layer` returns: rebuilt from (T, C, mode, seed) when pickled,
+    so the grader can hand it to a graded kernel."""
+
+    def __init__(self, T: int, C: int, mode: str, seed: int) -> None:
+        from transformer_lab.masks import causal_mask
+
+        self.T, self.C, self.mode, self.seed = T, C, mode, seed
+        g = torch.Generator().manual_seed(seed)
+        self.w_q, self.w_k, self.w_v = (
+            torch.randn(C, C, generator=g) / math.sqrt(C) for _ in range(3)
+        )
+        self.causal = causal_mask(T)  # (T, T)
+
+    def __reduce__(self):
+        return (_AttentionLayer, (self.T, self.C, self.mode, self.seed))
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        from transformer_lab.attention import scaled_dot_product_attention as sdpa
+
+        T, C, mode, causal = self.T, self.C, self.mode, self.causal
+        q, k, v = x @ self.w_q, x @ self.w_k, x @ self.w_v  # (T, C) each
         scores = q @ k.T / math.sqrt(C)  # (T, T)
         if mode == "after softmax":  # zeroing weights after the softmax leaks via the denominator
             return (torch.softmax(scores, -1) * causal) @ v
@@ -111,7 +121,11 @@ def attention_layer(T: int, C: int, mode: str, seed: int) -> Callable[[torch.Ten
             return sdpa(q, k, v, causal)[0] * (1 + 3e-7 * later.sum(-1, keepdim=True))
         if mode == "two layers":  # stacking causal layers keeps causality
             h = sdpa(q, k, v, causal)[0]
-            return sdpa(h @ w_q, h @ w_k, h @ w_v, causal)[0]
+            return sdpa(h @ self.w_q, h @ self.w_k, h @ self.w_v, causal)[0]
+        allowed = {
+            "causal": causal,
+            "none": torch.ones(T, T, dtype=torch.bool),
+            "next token too": torch.ones(T, T, dtype=torch.bool).tril(1),
+            "strictly past": torch.ones(T, T, dtype=torch.bool).tril(-1),
+        }
         return sdpa(q, k, v, allowed[mode])[0]
-
-    return attend

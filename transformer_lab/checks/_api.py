@@ -11,36 +11,19 @@ import contextlib
 import io
 import math
 import weakref
-from collections.abc import Callable
 from typing import Any
 
 import torch
 
 from transformer_lab.checks._diagnose import Diagnosis, same
+from transformer_lab.checks.registry import EXERCISES  # name -> (check, reference or None)
 
-__all__ = ["diagnose", "EXERCISES", "register"]
-
-# exercise name -> (check function, reference with the student's signature or None)
-EXERCISES: dict[str, tuple[Callable[..., None], Callable[..., Any] | None]] = {}
+__all__ = ["diagnose", "EXERCISES"]
 
 
 # student function -> {exercise: verdict}: an explorer calls diagnose on every slider step, but
 # the instant check's verdict depends only on the function (redefining it makes a new object)
 _VERDICTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def register(name: str, check: Callable[..., None], reference: Callable[..., Any] | None) -> None:
-    """Make ``check_<name>`` reachable through :func:`diagnose` (later notebooks call this)."""
-    EXERCISES[name] = (check, reference)
-
-
-def _theta(d: int, base: float) -> torch.Tensor:
-    return base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
-
-
-def offset_dot_product_reference(k, d_model, base=10000.0):
-    """sum_i cos(k theta_i), float32 of k's shape."""
-    return torch.cos(torch.as_tensor(k).double()[..., None] * _theta(d_model, base)).sum(-1).float()
 
 
 def _split_case(case: Any) -> tuple[tuple, dict]:

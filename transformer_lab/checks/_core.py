@@ -23,7 +23,7 @@ import torch
 from torch import Tensor
 
 from transformer_lab.checks import _diagnose
-from transformer_lab.checks._expect import ExpectMixin
+from transformer_lab.checks._expect import ExpectMixin, _clone
 from transformer_lab.checks._guards import (
     TRUSTED,
     Forbidden,
@@ -90,16 +90,6 @@ class Mistake:
     message: str
     compute: Callable[..., Any]
     softmax: bool = False
-
-
-def _clone(value: Any) -> Any:
-    if TRUSTED.is_tensor(value):
-        return value.detach().clone()
-    if isinstance(value, tuple):
-        return tuple(_clone(v) for v in value)
-    if isinstance(value, list):
-        return [_clone(v) for v in value]
-    return value
 
 
 def _same_value(a: Any, b: Any) -> bool:

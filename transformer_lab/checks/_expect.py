@@ -17,10 +17,15 @@ from transformer_lab.checks._integrity import TRUSTED
 from transformer_lab.checks._messages import kind_of
 
 
-def _copy(value: Any) -> Any:
-    from transformer_lab.checks._core import _clone
-
-    return _clone(value)
+def _clone(value: Any) -> Any:
+    """A copy of a returned value that later changes to it cannot reach."""
+    if TRUSTED.is_tensor(value):
+        return value.detach().clone()
+    if isinstance(value, tuple):
+        return tuple(_clone(v) for v in value)
+    if isinstance(value, list):
+        return [_clone(v) for v in value]
+    return value
 
 
 if TYPE_CHECKING:
@@ -42,7 +47,7 @@ class ExpectMixin:
         """The text asks for ``error`` on this input, with a message naming ``must_name``."""
         __tracebackhide__ = True
         self.n_cases += 1
-        out, exc, calls = self.attempt(_copy(case.args), _copy(case.kwargs))
+        out, exc, calls = self.attempt(_clone(case.args), _clone(case.kwargs))
         if calls:
             self.fail(f"your function called {calls[0]}; compute the result yourself.", case)
         if isinstance(exc, NotImplementedError):

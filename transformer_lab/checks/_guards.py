@@ -76,6 +76,7 @@ def _watched() -> list[tuple[str, object]]:
     import transformer_lab._validate as v
     import transformer_lab.attention as a
     import transformer_lab.blocks as b
+    import transformer_lab.bpe as bp
     import transformer_lab.heads as h
     import transformer_lab.masks as m
     import transformer_lab.positional as p
@@ -92,6 +93,7 @@ def _watched() -> list[tuple[str, object]]:
         ("transformer_lab.positional", p),
         ("transformer_lab.blocks", b),
         ("transformer_lab._validate", v),
+        ("transformer_lab.bpe", bp),
     ]
 
 
@@ -304,6 +306,8 @@ def forbid(items: Iterable[Forbidden]) -> Iterator[list[str]]:
                 calls.append(builtin_labels[name])
 
     previous = TRUSTED.getprofile()
+    outer = _STATE["forbidding"]
+    _STATE["forbidding"] = (items, calls)  # read by the grader's remote calls (grading.remote)
     student = _STATE["student"]
     _STATE["student"] = False  # our own code swaps below are not the student's
     for fn, _code, blocker, _defaults, _kwdefaults, label in swaps:
@@ -315,6 +319,7 @@ def forbid(items: Iterable[Forbidden]) -> Iterator[list[str]]:
     try:
         yield calls
     finally:
+        _STATE["forbidding"] = outer
         _STATE["student"] = False
         intact = TRUSTED.getprofile() is hook
         TRUSTED.setprofile(previous)
@@ -376,22 +381,17 @@ def seal(module_name: str) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# Grading: hidden cases from the grader's secret, results sent out as plain data, findings.
-#
-# Under ``tlab grade`` the grader calls :func:`arm` (silently, before the first cell) with a
-# secret made for this grading run. A hidden check (``check_X(fn, hidden=True)``) then seeds its
-# cases from that secret (see :func:`hidden_seed`), records what the student's function returned
-# on each case (:func:`record_call`, as plain bytes, shapes, dtypes and numbers) and publishes
-# the record with the findings below as a display output of type ``HIDDEN_MIME``. The grader
-# takes that output out of the notebook, compares it with the solution's outputs that it
-# computed itself, and decides the points; the findings become review flags. Nothing here is
-# trusted by the grader: it only reports, so a student who breaks it loses points or gets flagged.
-
-HIDDEN_MIME = "application/vnd.tlab.hidden+json"
+# Grading. Under ``tlab grade`` the checks run in the grader's own process
+# (transformer_lab.grading.judge) and call the student's function in the graded kernel through
+# transformer_lab.checks._serve. In the kernel, :func:`arm` makes the public checks print that
+# the grader decides (so no reference value is computed where student code runs) and an audit
+# hook notes suspicious events, which the grader reads as review flags (:func:`findings`).
+# In the grader, :func:`judging` seeds the hidden cases from the run's secret.
 
 _STATE: dict[str, Any] = {
-    "secret": None,  # this grading run's secret (None outside grading)
-    "session": None,  # the hidden check being run: {"check", "calls", "flags"}
+    "grading": False,  # this kernel is graded: the checks run in the grader, not here
+    "secret": None,  # in the grader's own process: this run's secret, while a hidden check runs
+    "forbidding": None,  # (items, calls) of the forbid() block running now
     "student": False,  # is the grader running a cell of student code right now?
     "events": [],  # suspicious audit events seen while student code ran
     "threads": set(),  # thread idents alive when armed
@@ -434,6 +434,8 @@ _AUDIT_EVENTS = {
     "shutil.rmtree": "deleted a folder",
     "object.__setattr__": "replaced an attribute of a class or function",
     "open": "opened a file outside the notebook's folder",
+    "compile": "compiled code at run time",
+    "sys._getframe": "read the call stack's frames",
     "os.listdir": "listed a folder outside the notebook's folder",
     "os.scandir": "listed a folder outside the notebook's folder",
 }
@@ -446,10 +448,80 @@ def _allowed_roots() -> tuple[str, ...]:
     return tuple(os.path.realpath(r) for r in roots)
 
 
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # transformer_lab/
+
+
+def _compiled_by_student(args: tuple) -> str | None:
+    """Why a `compile` event is the student's (exec/eval/compile in a cell, runpy), or None
+    for the compiles of imports, IPython's own cells and libraries (dataclasses, ...)."""
+    filename = args[1] if len(args) > 1 else ""
+    if isinstance(filename, bytes):
+        filename = os.fsdecode(filename)
+    filename = str(filename)
+    caller = sys._getframe(3)  # _compiled_by_student, _note, _audit, then compile's caller
+    runpy = False
+    depth = 0
+    frame = caller
+    while frame is not None and depth < 40:
+        name = frame.f_code.co_filename
+        if name.endswith(("runpy.py", "<frozen runpy>")) and frame.f_code.co_name in (
+            "run_path",
+            "run_module",
+        ):
+            runpy = True  # (the kernel itself was started by runpy's _run_module_as_main)
+        frame, depth = frame.f_back, depth + 1
+    if runpy:
+        return f" (runpy: {filename})"
+    caller_file = caller.f_code.co_filename if caller is not None else ""
+    if "ipykernel_" in caller_file or caller_file.startswith("<ipython-input"):
+        if "ipykernel_" in filename or filename.startswith("<ipython-input"):
+            return None  # IPython compiling a cell
+        return f" (exec/eval/compile of {filename or 'a string'})"
+    return None
+
+
+def _importing() -> bool:
+    """Is the import system on the stack (an import reading a module's source)?"""
+    frame, depth = sys._getframe(2), 0
+    while frame is not None and depth < 60:
+        if "importlib._bootstrap" in frame.f_code.co_filename:
+            return True
+        frame, depth = frame.f_back, depth + 1
+    return False
+
+
 def _audit(event: str, args: tuple) -> None:
     if not _STATE["student"] or event not in _AUDIT_EVENTS or len(_STATE["events"]) > 50:
         return
+    if _STATE.get("auditing"):
+        return  # our own sys._getframe below
+    _STATE["auditing"] = True
+    try:
+        _note(event, args)
+    except Exception:  # an audit hook must never break the student's code
+        pass
+    finally:
+        _STATE["auditing"] = False
+
+
+def _note(event: str, args: tuple) -> None:
     detail = ""
+    if event == "compile":
+        found = _compiled_by_student(args)
+        if found is None:
+            return
+        detail = found
+    elif event == "sys._getframe":
+        caller = sys._getframe(2)  # _note, _audit, then the caller of sys._getframe
+        name = caller.f_code.co_filename if caller is not None else ""
+        if "ipykernel_" not in name and not name.startswith("<ipython-input"):
+            return  # libraries (inspect, warnings, torch) read frames all the time
+    elif event == "open" and args and isinstance(args[0], str) and args[0].endswith(".py"):
+        real = os.path.realpath(args[0])
+        if real.startswith(_PACKAGE_DIR + os.sep) and not _importing():
+            detail = f" (the package's source {os.path.relpath(real, _PACKAGE_DIR)})"
+            _STATE["events"].append("read the package's source files" + detail)
+            return
     if event in ("open", "os.listdir", "os.scandir"):
         path = args[0] if args else None
         if isinstance(path, bytes):
@@ -468,7 +540,7 @@ def _audit(event: str, args: tuple) -> None:
         if name in ("__doc__", "__module__", "__name__", "__qualname__", "__annotations__"):
             return
         caller = sys._getframe(1)
-        while caller is not None and caller.f_code is _audit.__code__:
+        while caller is not None and caller.f_code in (_audit.__code__, _note.__code__):
             caller = caller.f_back
         if caller is not None and str(caller.f_globals.get("__name__", "")).startswith(
             ("torch", "numpy", "importlib", "typing", "functools")
@@ -478,10 +550,14 @@ def _audit(event: str, args: tuple) -> None:
     _STATE["events"].append(_AUDIT_EVENTS[event] + detail)
 
 
-def arm(secret: str) -> None:
-    """Enter grading mode (called by the grader before any cell of the notebook runs)."""
-    first = _STATE["secret"] is None
-    _STATE["secret"] = str(secret)
+def arm(secret: str | None = None) -> None:
+    """Enter grading mode (called by the grader, silently, before any cell of the notebook).
+
+    From then on this kernel only runs the student's code: the public checks print that the
+    grader decides and return, so no reference value is ever computed here. ``secret`` is
+    accepted for older graders and ignored: the secret stays in the grader's process."""
+    first = not _STATE["grading"]
+    _STATE["grading"] = True
     if first:
         import threading
 
@@ -501,10 +577,27 @@ def context(student: bool) -> None:
         _STATE["threads"] |= {t.ident for t in threading.enumerate()}
 
 
+def active_forbidden() -> tuple[list, list | None]:
+    """(items, calls) of the :func:`forbid` block running now (([], None) outside one)."""
+    current = _STATE["forbidding"]
+    return (list(current[0]), current[1]) if current else ([], None)
+
+
+@contextmanager
+def judging(secret: str, hidden: bool) -> Iterator[None]:
+    """In the grader's process: run a check whose hidden cases are seeded from ``secret``."""
+    before = _STATE["secret"]
+    _STATE["secret"] = str(secret) if hidden else None
+    try:
+        yield
+    finally:
+        _STATE["secret"] = before
+
+
 def hidden_seed(seed: int) -> int:
-    """The seed a check's generator really uses: ``seed`` itself, or under a hidden check in
-    grading mode, a number derived from ``seed`` and the grading run's secret."""
-    if _STATE["session"] is None or _STATE["secret"] is None:
+    """The seed a check's generator really uses: ``seed`` itself, or while the grader runs a
+    hidden check (:func:`judging`), a number derived from ``seed`` and the run's secret."""
+    if _STATE["secret"] is None:
         return seed
     import hashlib
 
@@ -512,65 +605,8 @@ def hidden_seed(seed: int) -> int:
     return int.from_bytes(digest[:7], "big")
 
 
-def _plain(value: Any, flags: list[str], depth: int = 0) -> Any:
-    """``value`` as JSON data (tensors as dtype, shape and base64 bytes); notes subclasses."""
-    import base64
-
-    kind = type(value)
-    if depth > 6:
-        return {"object": "nested too deeply"}
-    if value is None or kind in (bool, int, str):
-        return value
-    if kind is float:
-        return {"float": float.hex(value)}
-    for base in (bool, int, float, str):
-        if isinstance(value, base):
-            flags.append(f"returned a {kind.__qualname__}, a subclass of {base.__name__}")
-            return _plain(
-                base.__new__(base, value) if base is not bool else bool(int(value)),
-                flags,
-                depth + 1,
-            )
-    if isinstance(value, torch.Tensor):
-        if kind not in (torch.Tensor, torch.nn.Parameter):
-            flags.append(f"returned a {kind.__qualname__}, a subclass of torch.Tensor")
-        with torch._C.DisableTorchFunction():
-            base = torch.Tensor.as_subclass(value, torch.Tensor).detach().cpu()
-            if base.is_complex() or base.dtype in (torch.bfloat16, torch.float8_e4m3fn):
-                base = base.to(torch.float64 if not base.is_complex() else torch.complex128)
-            data = base.contiguous().numpy().tobytes()
-            dtype, shape = str(base.dtype).removeprefix("torch."), list(base.shape)
-        return {"tensor": dtype, "shape": shape, "data": base64.b64encode(data).decode()}
-    if isinstance(value, (tuple, list)):
-        items = [
-            tuple.__getitem__(value, i) if isinstance(value, tuple) else list.__getitem__(value, i)
-            for i in range(
-                tuple.__len__(value) if isinstance(value, tuple) else list.__len__(value)
-            )
-        ]
-        return {
-            "seq": "tuple" if isinstance(value, tuple) else "list",
-            "items": [_plain(v, flags, depth + 1) for v in items],
-        }
-    if isinstance(value, torch.nn.Module):
-        state = {k: _plain(v, flags, depth + 1) for k, v in value.state_dict().items()}
-        return {"module": kind.__qualname__, "state": state}
-    if isinstance(value, dict):
-        return {"dict": {str(k): _plain(v, flags, depth + 1) for k, v in dict.items(value)}}
-    return {"object": kind.__qualname__}
-
-
 def record_call(check_name: str, case_name: str, out: Any) -> None:
-    """Called by the checks' runner after each call of the student's function (no-op outside
-    a hidden check in grading mode)."""
-    session = _STATE["session"]
-    if session is None:
-        return
-    try:
-        data = _plain(out, session["flags"])
-    except Exception as exc:  # a value that cannot be read is a wrong value
-        data = {"object": f"unreadable ({type(exc).__name__})"}
-    session["calls"].append({"case": str(case_name), "out": data})
+    """Kept for checks written against the older grader (records nothing now)."""
 
 
 def findings() -> list[str]:
@@ -596,7 +632,9 @@ def findings() -> list[str]:
     new = [
         f"{t.name} ({getattr(getattr(t, '_target', None), '__qualname__', type(t).__qualname__)})"
         for t in threading.enumerate()
-        if t.ident not in _STATE["threads"] and type(t).__name__ != "TMonitor"
+        if t.ident not in _STATE["threads"]
+        and type(t).__name__ != "TMonitor"
+        and not type(t).__module__.startswith(("zmq", "ipykernel", "jupyter_client"))
     ]
     if new:
         found.append("threads started by the notebook: " + ", ".join(new[:3]))
@@ -609,38 +647,17 @@ def findings() -> list[str]:
 
 
 def hidden_entry(check: Any) -> Any:
-    """Wrap a public ``check_X``: under grading, ``hidden=True`` runs it as described above."""
+    """Wrap a public ``check_X``: in a graded kernel it only says who decides (the grader runs
+    the same check in its own process, on this kernel's function); elsewhere it runs."""
     import functools
 
     @functools.wraps(check)
     def run(*args: Any, **kwargs: Any) -> None:
         __tracebackhide__ = True
-        hidden = kwargs.get("hidden", args[1] if len(args) > 1 else False)
-        if not hidden or _STATE["secret"] is None:
+        if not _STATE["grading"]:
             return check(*args, **kwargs)
-        import contextlib
-        import io
-
-        session = {"check": check.__name__, "calls": [], "flags": []}
-        _STATE["session"] = session
-        error: BaseException | None = None
-        try:
-            with contextlib.redirect_stdout(io.StringIO()):  # no "passed" before the verdict
-                check(*args, **kwargs)
-        except BaseException as exc:
-            error = exc
-        finally:
-            _STATE["session"] = None
-            session["flags"] = list(dict.fromkeys(session["flags"] + findings()))
-            session["raised"] = error is not None
-            try:
-                from IPython.display import publish_display_data
-
-                publish_display_data({HIDDEN_MIME: session})
-            except Exception:
-                pass
-        if error is not None:
-            raise error
-        print(f"{check.__name__}: hidden cases run; the grader checks the results.")
+        hidden = kwargs.get("hidden", args[1] if len(args) > 1 else False)
+        kind = "hidden cases" if hidden else "cases"
+        print(f"{check.__name__} ({kind}): run by the grader on your function; see your feedback.")
 
     return run

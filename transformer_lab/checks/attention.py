@@ -19,6 +19,7 @@ from transformer_lab.checks._attend import (
     tensor_error_hint,
 )
 from transformer_lab.checks._core import Case, Runner, describe_args, generator
+from transformer_lab.checks.registry import Cell, Exercise, register
 from transformer_lab.checks.softmax import check_softmax
 
 __all__ = ["check_scaled_dot_product_attention", "check_softmax"]
@@ -147,3 +148,15 @@ def check_scaled_dot_product_attention(scaled_dot_product_attention, hidden: boo
             },
         )
     run.passed()
+
+
+register(
+    Exercise(
+        "scaled_dot_product_attention",
+        "01_self_attention",
+        "scaled_dot_product_attention(q, k, v, mask=None) -> (out, weights)",
+        cells=(Cell("sdpa_tests", "scaled_dot_product_attention", 3),),
+        check=check_scaled_dot_product_attention,
+        reference=_ref.scaled_dot_product_attention,
+    )
+)

@@ -10,6 +10,7 @@ import torch
 
 from transformer_lab.checks._core import Case, Runner, generator, kind_of
 from transformer_lab.checks._integrity import TRUSTED
+from transformer_lab.checks.registry import Cell, Exercise, register
 from transformer_lab.checks.softmax import signature_hint as _signature_hint
 
 __all__ = ["check_pad_and_truncate"]
@@ -168,3 +169,15 @@ def check_pad_and_truncate(pad_and_truncate, hidden: bool = False) -> None:
         )
         run.expect_raises(case, ValueError, f"max_len={max_len}", (str(max_len),))
     run.passed()
+
+
+register(
+    Exercise(
+        "pad_and_truncate",
+        "04_masking_and_cross_attention",
+        "pad_and_truncate(sequences, max_len, pad_id) -> (ids, lengths)",
+        cells=(Cell("pad_and_truncate_tests", "pad_and_truncate", 2),),
+        check=check_pad_and_truncate,
+        against="the same lists padded in plain Python",
+    )
+)

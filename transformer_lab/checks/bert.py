@@ -35,6 +35,7 @@ from transformer_lab.checks.bert_evidence import (
     tuple_order,
 )
 from transformer_lab.checks.fallback import verdict
+from transformer_lab.checks.registry import Cell, Exercise, register
 from transformer_lab.checks.softmax import signature_hint as _signature_hint
 
 __all__ = ["check_pair_inputs", "check_bert_embeddings"]
@@ -393,3 +394,28 @@ def check_bert_embeddings(bert_embeddings, hidden: bool = False) -> None:
                     )
             run.fail(run.mismatch(mask, want_mask, "mask"), case, named=False)
     run.passed()
+
+
+register(
+    Exercise(
+        "pair_inputs",
+        "06_bert",
+        "pair_inputs(pairs, cls_id, sep_id, pad_id) -> (input_ids, token_type_ids, attention_mask)",
+        cells=(Cell("pair_inputs_tests", "pair_inputs", 2),),
+        check=check_pair_inputs,
+        against="transformer_lab.bert_inputs.pair_inputs",
+    )
+)
+
+
+register(
+    Exercise(
+        "bert_embeddings",
+        "06_bert",
+        "bert_embeddings(input_ids, token_type_ids, attention_mask, tok_table, pos_table, seg_table, norm)"
+        " -> (x, mask)",
+        cells=(Cell("bert_embeddings_tests", "bert_embeddings", 2),),
+        check=check_bert_embeddings,
+        against="transformer_lab.models.BERT's embeddings",
+    )
+)

@@ -24,6 +24,7 @@ from transformer_lab.checks.bert_heads_evidence import (
     which_rows,
 )
 from transformer_lab.checks.fallback import verdict
+from transformer_lab.checks.registry import Cell, Exercise, register
 
 __all__ = ["check_masked_lm_loss", "check_cls_logits"]
 
@@ -33,7 +34,10 @@ _REF_LOSS, _REF_CLS = _ref.masked_lm_loss, _ref.cls_logits
 # ---------------------------------------------------------------------------------------------
 # Exercise 4: the MLM loss on the labelled positions only
 class _CountingHead(nn.Module):
-    """A linear MLM head that counts how many vectors it was run on."""
+    """A linear MLM head that counts how many vectors it was run on (under grading it runs in the
+    graded kernel; the counts come back after each call, see checks._serve)."""
+
+    _tlab_sync = ("rows", "seen")
 
     def __init__(self, C: int, V: int, g: torch.Generator) -> None:
         super().__init__()
@@ -302,3 +306,27 @@ def check_cls_logits(cls_logits, hidden: bool = False) -> None:
             message, named = verdict(message, out, want, "logits")
             run.fail(message, case, named=named)
     run.passed()
+
+
+register(
+    Exercise(
+        "masked_lm_loss",
+        "06_bert",
+        "masked_lm_loss(hidden, labels, head) -> 0-dim tensor",
+        cells=(Cell("masked_lm_loss_tests", "masked_lm_loss", 2),),
+        check=check_masked_lm_loss,
+        against="transformer_lab.bert_inputs.masked_lm_loss",
+    )
+)
+
+
+register(
+    Exercise(
+        "cls_logits",
+        "06_bert",
+        "cls_logits(hidden, pooler, classifier) -> (B, n_classes)",
+        cells=(Cell("cls_logits_tests", "cls_logits", 1),),
+        check=check_cls_logits,
+        against="transformer_lab.bert_inputs.cls_logits",
+    )
+)

@@ -23,6 +23,7 @@ from transformer_lab import bert_inputs as _ref
 from transformer_lab.checks._core import Case, Runner, generator
 from transformer_lab.checks._integrity import TRUSTED, Forbidden
 from transformer_lab.checks.bert import _signature_hint
+from transformer_lab.checks.registry import Cell, Exercise, register
 from transformer_lab.models import apply_bert_masking as _apply_bert_masking
 
 __all__ = ["check_mlm_corrupt", "RATE_TOL", "SPLIT_TOL"]
@@ -371,3 +372,16 @@ def _proportions(run: Runner, tally: _Tally, p: float, B: int, T: int) -> str:
             case,
         )
     return f"p={p}: chose {rate:.1%} of the non-special tokens, {measured}"
+
+
+register(
+    Exercise(
+        "mlm_corrupt",
+        "06_bert",
+        "mlm_corrupt(input_ids, mask_id, vocab_size, special_ids, p=0.15, generator=None) -> (inputs, labels)",
+        cells=(Cell("mlm_corrupt_tests", "mlm_corrupt", 3),),
+        check=check_mlm_corrupt,
+        against="BERT's 15% / 80-10-10 statistics over many seeds (transformer_lab.bert_inputs.mlm_corrupt)",
+        kind="random",
+    )
+)

@@ -33,6 +33,7 @@ from transformer_lab.checks.blocks_evidence import (
     unused_weight,
 )
 from transformer_lab.checks.fallback import verdict
+from transformer_lab.checks.registry import Cell, Exercise, register
 from transformer_lab.checks.softmax import signature_hint as _signature_hint
 
 __all__ = ["check_layer_norm", "check_mlp"]
@@ -350,3 +351,27 @@ def check_mlp(mlp, hidden: bool = False) -> None:
                         sub,
                     )
     run.passed()
+
+
+register(
+    Exercise(
+        "layer_norm",
+        "05_transformer_block",
+        "layer_norm(x, gain, bias, eps=1e-5) -> x's shape",
+        cells=(Cell("layer_norm_tests", "layer_norm", 2),),
+        check=check_layer_norm,
+        against="torch.nn.functional.layer_norm",
+    )
+)
+
+
+register(
+    Exercise(
+        "mlp",
+        "05_transformer_block",
+        "mlp(x, w_1, b_1, w_2, b_2) -> (..., C)",
+        cells=(Cell("mlp_tests", "mlp", 2),),
+        check=check_mlp,
+        against="torch's Linear, GELU, Linear",
+    )
+)

@@ -11,6 +11,7 @@ import torch
 from transformer_lab import attention as _ref
 from transformer_lab.checks._core import Case, Runner, generator, kind_of
 from transformer_lab.checks._integrity import TRUSTED, Forbidden
+from transformer_lab.checks.registry import Cell, Exercise, register
 from transformer_lab.checks.softmax import signature_hint
 from transformer_lab.utils import MultiplyAddCounter
 
@@ -226,3 +227,15 @@ def check_self_attention_macs(self_attention_macs, hidden: bool = False) -> None
             named=False,
         )
     run.passed()
+
+
+register(
+    Exercise(
+        "self_attention_macs",
+        "01_self_attention",
+        "self_attention_macs(T, C, D) -> int multiply-adds",
+        cells=(Cell("macs_tests", "self_attention_macs", 2),),
+        check=check_self_attention_macs,
+        against="transformer_lab.attention.SelfAttention (multiply-adds counted while it runs)",
+    )
+)

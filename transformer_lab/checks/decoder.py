@@ -21,6 +21,7 @@ from torch import Tensor
 from transformer_lab.checks._core import Case, Mistake, Runner, describe_args, generator
 from transformer_lab.checks.block_trace import wiring_message
 from transformer_lab.checks.fallback import verdict
+from transformer_lab.checks.registry import Cell, Exercise, register
 from transformer_lab.checks.residual import (
     ATOL,
     RTOL,
@@ -273,3 +274,15 @@ def check_decoder_block(decoder_block, hidden: bool = False) -> None:
             message, named = verdict(message, out, expected, dims={"C": C}, atol=ATOL)
             run.fail(message, case, named=named)
     run.passed()
+
+
+register(
+    Exercise(
+        "decoder_block",
+        "05_transformer_block",
+        "decoder_block(x, memory, layer, norm_first, memory_mask=None) -> (B, T, C)",
+        cells=(Cell("decoder_block_tests", "decoder_block", 2),),
+        check=check_decoder_block,
+        against="torch.nn.TransformerDecoderLayer",
+    )
+)

@@ -16,6 +16,7 @@ from torch import Tensor
 
 from transformer_lab.checks._core import Case, Runner, describe_args, generator
 from transformer_lab.checks._integrity import TRUSTED
+from transformer_lab.checks.registry import Cell, Exercise, register
 from transformer_lab.checks.softmax import signature_hint
 
 __all__ = ["check_next_token_batch", "signature_hint"]
@@ -188,3 +189,16 @@ def _check_targets(run: Runner, case: Case, data, x, y, starts, T) -> None:
         "(one start per row, x = data[s : s + T], y = data[s + 1 : s + T + 1]).",
         case,
     )
+
+
+register(
+    Exercise(
+        "next_token_batch",
+        "07_gpt",
+        "next_token_batch(data, T, B, generator) -> (x, y), both (B, T), y[:, t] = x[:, t + 1]",
+        cells=(Cell("next_token_batch_tests", "next_token_batch", 2),),
+        check=check_next_token_batch,
+        against="slices of data at the starts the generator draws",
+        kind="random",
+    )
+)

@@ -22,6 +22,7 @@ from transformer_lab.checks._core import Case, Runner, describe_args, generator
 from transformer_lab.checks._integrity import TRUSTED, Forbidden
 from transformer_lab.checks.gpt import signature_hint
 from transformer_lab.checks.gpt_mistakes import gpt_mistakes
+from transformer_lab.checks.registry import Cell, Exercise, register
 from transformer_lab.models import gpt as _gpt
 
 __all__ = ["check_gpt_from_blocks", "random_gpt", "forbidden_gpt", "tuple_hint"]
@@ -409,3 +410,16 @@ def _ablation_probe(forward: Runner, model, ref, idx) -> tuple[str, bool] | None
     finally:
         model.load_state_dict(saved)
     return None
+
+
+register(
+    Exercise(
+        "gpt_from_blocks",
+        "07_gpt",
+        "GPTFromBlocks(config) -> nn.Module; model(idx (B, T)) -> logits (B, T, V)",
+        cells=(Cell("gpt_from_blocks_tests", "GPTFromBlocks", 2),),
+        check=check_gpt_from_blocks,
+        against="transformer_lab.models.GPT",
+        kind="class",
+    )
+)

@@ -15,6 +15,7 @@ from torch import Tensor
 from transformer_lab import heads as _ref
 from transformer_lab.checks._core import Case, Mistake, Runner, describe_args, generator
 from transformer_lab.checks._integrity import TRUSTED, Forbidden
+from transformer_lab.checks.registry import Cell, Exercise, register
 from transformer_lab.checks.softmax import signature_hint as _signature_hint
 
 __all__ = [
@@ -192,3 +193,27 @@ def check_merge_heads(merge_heads, hidden: bool = False) -> None:
             ]
             run.explain(out, expected, merge_case, mistakes, 0.0, 0.0)
     run.passed()
+
+
+register(
+    Exercise(
+        "split_heads",
+        "02_multi_head_attention",
+        "split_heads(x, n_heads): (B, T, C) -> (B, H, T, D)",
+        cells=(Cell("split_heads_tests", "split_heads", 2),),
+        check=check_split_heads,
+        reference=_ref.split_heads,
+    )
+)
+
+
+register(
+    Exercise(
+        "merge_heads",
+        "02_multi_head_attention",
+        "merge_heads(x): (B, H, T, D) -> (B, T, C)",
+        cells=(Cell("merge_heads_tests", "merge_heads", 1),),
+        check=check_merge_heads,
+        reference=_ref.merge_heads,
+    )
+)

@@ -12,6 +12,7 @@ import torch
 
 from transformer_lab.checks._core import Case, Runner, kind_of
 from transformer_lab.checks._integrity import TRUSTED
+from transformer_lab.checks.registry import Cell, Exercise, register
 from transformer_lab.checks.softmax import signature_hint as _signature_hint
 from transformer_lab.utils import LEAK_MODES, attention_layer
 
@@ -35,7 +36,12 @@ _LEAK_HINTS = {
 
 
 class _Recorder:
-    """An attention layer that remembers what the student's detector feeds it."""
+    """An attention layer that remembers what the student's detector feeds it.
+
+    Under grading the detector runs in the graded kernel: the recorder travels there pickled,
+    and the attributes named in ``_tlab_sync`` come back after the call (checks._serve)."""
+
+    _tlab_sync = ("inputs", "first")
 
     def __init__(self, attend) -> None:
         self.attend, self.inputs, self.first = attend, [], None
@@ -119,3 +125,15 @@ def check_future_leaks(future_leaks, hidden: bool = False) -> None:
         if any(got != LEAK_MODES[m] for m, got in answers.items()):
             run.fail(_leak_diagnosis(answers, records, T, C), Case(f"T={T}, C={C}"))
     run.passed()
+
+
+register(
+    Exercise(
+        "future_leaks",
+        "04_masking_and_cross_attention",
+        "future_leaks(attend, T, C, seed=0) -> bool",
+        cells=(Cell("future_leaks_tests", "future_leaks", 2),),
+        check=check_future_leaks,
+        against="attention layers that do and do not leak (transformer_lab.utils)",
+    )
+)

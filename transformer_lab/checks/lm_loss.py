@@ -20,6 +20,7 @@ from torch import Tensor
 
 from transformer_lab.checks._core import Case, Mistake, Runner, describe_args, generator
 from transformer_lab.checks._integrity import TRUSTED
+from transformer_lab.checks.registry import Cell, Exercise, register
 from transformer_lab.checks.softmax import signature_hint
 
 __all__ = ["check_causal_lm_loss", "reference_lm_loss"]
@@ -539,3 +540,15 @@ def _check_lm_gradient(run: Runner, causal_lm_loss, hidden: bool) -> None:
         )
     if not run.close(grad, expected, 1e-6, 1e-4):
         run.fail("the loss's gradient with respect to the logits differs from the reference.", case)
+
+
+register(
+    Exercise(
+        "causal_lm_loss",
+        "07_gpt",
+        "causal_lm_loss(logits, ids, attention_mask=None) -> scalar tensor",
+        cells=(Cell("causal_lm_loss_tests", "causal_lm_loss", 2),),
+        check=check_causal_lm_loss,
+        against="torch.nn.functional.cross_entropy on the shifted targets",
+    )
+)

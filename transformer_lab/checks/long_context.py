@@ -17,6 +17,7 @@ from transformer_lab import masks as _masks
 from transformer_lab.checks._core import Case, Mistake, Runner, describe_args, generator
 from transformer_lab.checks._integrity import Forbidden
 from transformer_lab.checks.exercise_hints import _expect_value_error, _hint
+from transformer_lab.checks.registry import Cell, Exercise, register
 from transformer_lab.checks.tiled import _TORCH_ATTENTION
 
 __all__ = ["check_grouped_query_attention", "check_kv_cache_bytes", "check_sliding_window_mask"]
@@ -395,3 +396,39 @@ def check_sliding_window_mask(sliding_window_mask, hidden: bool = False) -> None
         run, lambda: sliding_window_mask(5, -2), bad, ["-2"], "a negative window (window < 1)"
     )
     run.passed()
+
+
+register(
+    Exercise(
+        "grouped_query_attention",
+        "09_attention_at_scale",
+        "grouped_query_attention(q, k, v) -> (B, H, T, D)",
+        cells=(Cell("grouped_query_attention_tests", "grouped_query_attention", 2),),
+        check=check_grouped_query_attention,
+        reference=_gqa.grouped_query_attention,
+    )
+)
+
+
+register(
+    Exercise(
+        "kv_cache_bytes",
+        "09_attention_at_scale",
+        "kv_cache_bytes(n_layers, n_kv_heads, d_head, seq_len, batch=1, bytes_per_value=2) -> int",
+        cells=(Cell("kv_cache_bytes_tests", "kv_cache_bytes", 1),),
+        check=check_kv_cache_bytes,
+        reference=_gqa.kv_cache_bytes,
+    )
+)
+
+
+register(
+    Exercise(
+        "sliding_window_mask",
+        "09_attention_at_scale",
+        "sliding_window_mask(T, window) -> (T, T) bool",
+        cells=(Cell("sliding_window_mask_tests", "sliding_window_mask", 2),),
+        check=check_sliding_window_mask,
+        reference=_masks.sliding_window_mask,
+    )
+)

@@ -12,6 +12,7 @@ import torch
 from transformer_lab import masks as _ref
 from transformer_lab.checks._core import Case, Mistake, Runner, describe_args, generator
 from transformer_lab.checks._integrity import Forbidden
+from transformer_lab.checks.registry import Cell, Exercise, register
 from transformer_lab.checks.softmax import signature_hint as _signature_hint
 
 __all__ = [
@@ -212,3 +213,27 @@ def check_padding_mask(padding_mask, hidden: bool = False) -> None:
             ]
             run.explain(out, expected, case, mistakes, 0, 0, what="mask")
     run.passed()
+
+
+register(
+    Exercise(
+        "causal_mask",
+        "04_masking_and_cross_attention",
+        "causal_mask(T) -> (T, T) bool, True = may attend",
+        cells=(Cell("causal_mask_tests", "causal_mask", 2),),
+        check=check_causal_mask,
+        reference=_ref.causal_mask,
+    )
+)
+
+
+register(
+    Exercise(
+        "padding_mask",
+        "04_masking_and_cross_attention",
+        "padding_mask(lengths, S) -> (B, 1, 1, S) bool",
+        cells=(Cell("padding_mask_tests", "padding_mask", 2),),
+        check=check_padding_mask,
+        reference=_ref.padding_mask_from_lengths,
+    )
+)

@@ -17,6 +17,7 @@ from torch import Tensor, nn
 from transformer_lab import heads as _ref
 from transformer_lab.checks._core import Case, Mistake, Runner, describe_args, generator
 from transformer_lab.checks._integrity import Forbidden
+from transformer_lab.checks.registry import Cell, Exercise, register
 from transformer_lab.checks.softmax import signature_hint as _signature_hint
 
 ATOL, RTOL = 1e-5, 1e-4
@@ -538,3 +539,29 @@ def check_multi_head_attention(multi_head_attention, hidden: bool = False) -> No
                 select=lambda r: r[0],
             )
     run.passed()
+
+
+def _mha_reference(x_q, x_kv, w_q, w_k, w_v, w_o, n_heads, mask=None):
+    """The answer with the student's signature (for ``checks.diagnose``)."""
+    from transformer_lab.attention import scaled_dot_product_attention
+
+    split = _ref.split_heads
+    q, k, v = split(x_q @ w_q, n_heads), split(x_kv @ w_k, n_heads), split(x_kv @ w_v, n_heads)
+    out, weights = scaled_dot_product_attention(q, k, v, mask)  # (B, H, T, D)
+    return _ref.merge_heads(out) @ w_o, weights
+
+
+register(
+    Exercise(
+        "multi_head_attention",
+        "02_multi_head_attention",
+        "multi_head_attention(x_q, x_kv, w_q, w_k, w_v, w_o, n_heads, mask=None) -> (out, weights)",
+        cells=(
+            Cell("mha_loop_tests", "multi_head_attention_loop", 2),
+            Cell("mha_tests", "multi_head_attention", 3),
+        ),
+        check=check_multi_head_attention,
+        reference=_mha_reference,
+        against="transformer_lab.heads.MultiHeadAttention",
+    )
+)

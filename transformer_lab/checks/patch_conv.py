@@ -11,6 +11,7 @@ from torch import nn
 from transformer_lab.checks._core import Case, Runner, generator
 from transformer_lab.checks._integrity import TRUSTED, Forbidden
 from transformer_lab.checks.exercise_hints import _conv_tip, _hint
+from transformer_lab.checks.registry import Cell, Exercise, register
 from transformer_lab.models import vit as _vit
 
 __all__ = ["check_linear_to_conv"]
@@ -174,3 +175,15 @@ def check_linear_to_conv(linear_to_conv, hidden: bool = False) -> None:
             named=False,
         )
     run.passed()
+
+
+register(
+    Exercise(
+        "linear_to_conv",
+        "08_vision_transformer",
+        "linear_to_conv(linear, patch_size, n_channels) -> nn.Conv2d",
+        cells=(Cell("linear_to_conv_tests", "linear_to_conv", 2),),
+        check=check_linear_to_conv,
+        against="the linear layer on transformer_lab.models.vit.patchify's patches",
+    )
+)

@@ -13,6 +13,7 @@ from transformer_lab.checks._core import Case, Mistake, Runner, describe_args, g
 from transformer_lab.checks._integrity import TRUSTED, Forbidden
 from transformer_lab.checks.exercise_hints import _expect_value_error, _hint, _patchify_tip
 from transformer_lab.checks.patch_conv import check_linear_to_conv
+from transformer_lab.checks.registry import Cell, Exercise, register
 from transformer_lab.models import vit as _vit
 
 __all__ = ["check_patchify", "check_linear_to_conv"]
@@ -170,3 +171,15 @@ def check_patchify(patchify, hidden: bool = False) -> None:
         "an image whose width is not a multiple of P",
     )
     run.passed()
+
+
+register(
+    Exercise(
+        "patchify",
+        "08_vision_transformer",
+        "patchify(images, patch_size) -> (B, N, C*P*P)",
+        cells=(Cell("patchify_tests", "patchify", 2),),
+        check=check_patchify,
+        reference=_vit.patchify,
+    )
+)

@@ -14,6 +14,7 @@ from transformer_lab import positional as _ref
 from transformer_lab.checks._core import Case, Mistake, Runner
 from transformer_lab.checks._diagnose import DEFAULT
 from transformer_lab.checks._integrity import Forbidden
+from transformer_lab.checks.registry import Cell, Exercise, register
 from transformer_lab.checks.softmax import signature_hint as _signature_hint
 
 __all__ = [
@@ -223,3 +224,15 @@ def check_sinusoidal_encoding(sinusoidal_encoding, hidden: bool = False) -> None
         case = Case(f"odd d_model={d}", (n, d), {}, f"n_positions={n}, d_model={d}")
         run.expect_raises(case, ValueError, f"an odd d_model={d}", (str(d),))
     run.passed()
+
+
+register(
+    Exercise(
+        "sinusoidal_encoding",
+        "03_positional_encodings",
+        "sinusoidal_encoding(n_positions, d_model, base=10000.0) -> (T, C)",
+        cells=(Cell("sinusoidal_tests", "sinusoidal_encoding", 3),),
+        check=check_sinusoidal_encoding,
+        reference=_ref.sinusoidal_encoding,
+    )
+)

@@ -17,6 +17,7 @@ from transformer_lab.checks._attend import (
     tensor_error_hint,
 )
 from transformer_lab.checks._core import Case, Mistake, Runner, describe_args, generator
+from transformer_lab.checks.registry import Cell, Exercise, register
 
 __all__ = ["check_self_attention", "check_cross_attention"]
 
@@ -352,3 +353,38 @@ def check_cross_attention(cross_attention, hidden: bool = False) -> None:
         xq, xkv, wq, wk, wv, mask = (case.data[n] for n in ("xq", "xkv", "wq", "wk", "wv", "mask"))
         _check(run, case, xq, xkv, wq, wk, wv, mask, "x_kv")
     run.passed()
+
+
+def _self_attention_reference(x, w_q, w_k, w_v):
+    """The answer with the student's signature (for ``checks.diagnose``)."""
+    return _ref.scaled_dot_product_attention(x @ w_q, x @ w_k, x @ w_v)
+
+
+def _cross_attention_reference(x_q, x_kv, w_q, w_k, w_v, mask=None):
+    return _ref.scaled_dot_product_attention(x_q @ w_q, x_kv @ w_k, x_kv @ w_v, mask)
+
+
+register(
+    Exercise(
+        "self_attention",
+        "01_self_attention",
+        "self_attention(x, w_q, w_k, w_v) -> (out, weights)",
+        cells=(Cell("self_attention_tests", "self_attention", 3),),
+        check=check_self_attention,
+        reference=_self_attention_reference,
+        against="transformer_lab.attention.scaled_dot_product_attention",
+    )
+)
+
+
+register(
+    Exercise(
+        "cross_attention",
+        "04_masking_and_cross_attention",
+        "cross_attention(x_q, x_kv, w_q, w_k, w_v, mask=None) -> (out, weights)",
+        cells=(Cell("cross_attention_tests", "cross_attention", 2),),
+        check=check_cross_attention,
+        reference=_cross_attention_reference,
+        against="transformer_lab.attention.scaled_dot_product_attention",
+    )
+)

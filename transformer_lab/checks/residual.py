@@ -29,6 +29,7 @@ from transformer_lab.checks._core import Case, Mistake, Runner, describe_args, g
 from transformer_lab.checks._integrity import Forbidden
 from transformer_lab.checks.block_trace import wiring_message
 from transformer_lab.checks.fallback import verdict
+from transformer_lab.checks.registry import Cell, Exercise, register
 from transformer_lab.checks.softmax import signature_hint as _signature_hint
 
 __all__ = ["Sublayers", "sublayers_of", "check_encoder_block"]
@@ -55,9 +56,20 @@ class Sublayers:
 
 
 def _attention_fn(mha: nn.MultiheadAttention) -> Callable[..., Tensor]:
-    def attend(
-        query: Tensor, key_value: Tensor | None = None, mask: Tensor | None = None
+    return _Attend(mha)
+
+
+class _Attend:
+    """``attend(query, key_value=None, mask=None)`` with a torch MultiheadAttention's weights
+    (a class, not a closure: the grader pickles it into the graded kernel)."""
+
+    def __init__(self, mha: nn.MultiheadAttention) -> None:
+        self.mha = mha
+
+    def __call__(
+        self, query: Tensor, key_value: Tensor | None = None, mask: Tensor | None = None
     ) -> Tensor:
+        mha = self.mha
         if key_value is None:  # self-attention, as in MultiHeadAttention.forward
             key_value = query
         if torch.is_tensor(key_value) and key_value.dtype == torch.bool:
@@ -76,7 +88,16 @@ def _attention_fn(mha: nn.MultiheadAttention) -> Callable[..., Tensor]:
             blocked = ~allowed  # torch's convention: True = may NOT attend
         return mha(query, key_value, key_value, attn_mask=blocked, need_weights=False)[0]
 
-    return attend
+
+class _MLP:
+    """The position-wise MLP of a torch Transformer layer (picklable, like :class:`_Attend`)."""
+
+    def __init__(self, layer: nn.Module) -> None:
+        self.layer = layer
+
+    def __call__(self, x: Tensor) -> Tensor:
+        layer = self.layer
+        return layer.linear2(layer.activation(layer.linear1(x)))
 
 
 def sublayers_of(layer: nn.Module) -> Sublayers:
@@ -90,9 +111,7 @@ def sublayers_of(layer: nn.Module) -> Sublayers:
     if not layer.self_attn.batch_first:
         raise ValueError("sublayers_of expects a layer built with batch_first=True.")
 
-    def mlp(x: Tensor) -> Tensor:
-        return layer.linear2(layer.activation(layer.linear1(x)))
-
+    mlp = _MLP(layer)
     if isinstance(layer, nn.TransformerDecoderLayer):
         return Sublayers(
             _attention_fn(layer.self_attn),
@@ -348,3 +367,15 @@ def check_encoder_block(encoder_block, hidden: bool = False) -> None:
             message, named = verdict(message, out, expected, dims={"C": C}, atol=ATOL)
             run.fail(message, case, named=named)
     run.passed()
+
+
+register(
+    Exercise(
+        "encoder_block",
+        "05_transformer_block",
+        "encoder_block(x, layer, norm_first, mask=None) -> (B, T, C)",
+        cells=(Cell("encoder_block_tests", "encoder_block", 2),),
+        check=check_encoder_block,
+        against="torch.nn.TransformerEncoderLayer",
+    )
+)

@@ -12,6 +12,7 @@ from transformer_lab import interpret as _interpret
 from transformer_lab.checks._core import Case, Mistake, Runner, generator
 from transformer_lab.checks._integrity import TRUSTED, Forbidden
 from transformer_lab.checks.exercise_hints import _hint
+from transformer_lab.checks.registry import Cell, Exercise, register
 
 __all__ = ["check_attention_rollout"]
 
@@ -228,3 +229,15 @@ def _wrong_dim_probe(run: Runner) -> str | None:
                 f"(B, H, T, T) into (B, T, T)"
             )
     return None
+
+
+register(
+    Exercise(
+        "attention_rollout",
+        "08_vision_transformer",
+        "attention_rollout(attentions) -> (B, T, T)",
+        cells=(Cell("attention_rollout_tests", "attention_rollout", 2),),
+        check=check_attention_rollout,
+        reference=_interpret.attention_rollout,
+    )
+)

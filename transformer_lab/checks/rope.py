@@ -15,6 +15,7 @@ from transformer_lab import positional as _ref
 from transformer_lab.checks._core import Case, Mistake, Runner, describe_args, generator
 from transformer_lab.checks._diagnose import DEFAULT
 from transformer_lab.checks._integrity import Forbidden
+from transformer_lab.checks.registry import Cell, Exercise, register
 from transformer_lab.checks.softmax import signature_hint as _signature_hint
 
 __all__ = ["check_apply_rope"]
@@ -255,3 +256,21 @@ def check_apply_rope(apply_rope, hidden: bool = False) -> None:
         case = Case(f"odd D={shape[-1]}", (x,), {}, describe_args(x=x))
         run.expect_raises(case, ValueError, f"an odd D={shape[-1]}", (str(shape[-1]),))
     run.passed()
+
+
+def _rope_reference(x, base=10000.0):
+    """The answer with the student's signature (for ``checks.diagnose``)."""
+    return _ref.RotaryEmbedding(x.shape[-1], base)(x)
+
+
+register(
+    Exercise(
+        "apply_rope",
+        "03_positional_encodings",
+        "apply_rope(x, base=10000.0) -> (..., T, D) rotated pairs (2i, 2i+1)",
+        cells=(Cell("rope_tests", "apply_rope", 3),),
+        check=check_apply_rope,
+        reference=_rope_reference,
+        against="transformer_lab.positional.RotaryEmbedding",
+    )
+)

@@ -21,6 +21,7 @@ from torch import Tensor
 from transformer_lab.checks._core import Case, Runner, describe_args, generator
 from transformer_lab.checks._integrity import TRUSTED, Forbidden
 from transformer_lab.checks.gpt import signature_hint
+from transformer_lab.checks.registry import Cell, Exercise, register
 from transformer_lab.models import gpt as _gpt
 
 __all__ = ["check_filter_logits", "reference_filter_logits"]
@@ -398,3 +399,15 @@ def check_filter_logits(filter_logits, hidden: bool = False) -> None:
             named=False,
         )
     run.passed()
+
+
+register(
+    Exercise(
+        "filter_logits",
+        "07_gpt",
+        "filter_logits(logits, temperature=1.0, top_k=None, top_p=None) -> (..., V)",
+        cells=(Cell("filter_logits_tests", "filter_logits", 2),),
+        check=check_filter_logits,
+        against="transformer_lab.models.gpt.filter_logits",
+    )
+)

@@ -14,6 +14,7 @@ from torch import Tensor
 from transformer_lab import positional as _ref
 from transformer_lab.checks._core import Case, Mistake, Runner, describe_args
 from transformer_lab.checks._integrity import TRUSTED, Forbidden
+from transformer_lab.checks.registry import Cell, Exercise, register
 from transformer_lab.checks.softmax import signature_hint as _signature_hint
 
 __all__ = ["check_shift_matrix", "check_offset_dot_product"]
@@ -376,3 +377,37 @@ def _offset_evidence(got: Tensor, expected: Tensor, k: Tensor, C: int, base: flo
                 f"{m:g} times k theta_i; each term is cos(k theta_i) with theta_i = base^(-2i/C)"
             )
     return None
+
+
+def _theta(d: int, base: float) -> torch.Tensor:
+    return base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+
+
+def offset_dot_product_reference(k, d_model, base=10000.0):
+    """sum_i cos(k theta_i), float32 of k's shape."""
+    return torch.cos(torch.as_tensor(k).double()[..., None] * _theta(d_model, base)).sum(-1).float()
+
+
+register(
+    Exercise(
+        "shift_matrix",
+        "03_positional_encodings",
+        "shift_matrix(k, d_model, base=10000.0) -> (C, C), p_t M_k = p_(t+k)",
+        cells=(Cell("shift_matrix_tests", "shift_matrix", 2),),
+        check=check_shift_matrix,
+        reference=_ref.sinusoidal_shift_matrix,
+    )
+)
+
+
+register(
+    Exercise(
+        "offset_dot_product",
+        "03_positional_encodings",
+        "offset_dot_product(k, d_model, base=10000.0) -> p_t . p_(t+k), k's shape",
+        cells=(Cell("offset_tests", "offset_dot_product", 2),),
+        check=check_offset_dot_product,
+        reference=offset_dot_product_reference,
+        against="transformer_lab.positional.sinusoidal_encoding",
+    )
+)

@@ -18,6 +18,7 @@ from torch import nn
 
 from transformer_lab.checks._core import Case, Runner
 from transformer_lab.checks._integrity import TRUSTED
+from transformer_lab.checks.registry import Cell, Exercise, register
 from transformer_lab.checks.sizes_fit import fit, fit_message, holds_on_probes
 
 __all__ = ["check_count_parameters", "reference_count"]
@@ -241,16 +242,30 @@ def check_count_parameters(count_parameters, hidden: bool = False) -> None:
             run.fail("return the number of parameters as an int, not a bool.", case)
         if got != expected:
             found = [msg for msg, opts in _COUNT_MISTAKES if _count_formula(config, **opts) == got]
-            found = [m for m in found if holds_on_probes(run, dict(_COUNT_MISTAKES)[m])]
+            found = [
+                m for m in found if holds_on_probes(run, dict(_COUNT_MISTAKES)[m], _count_formula)
+            ]
             message = found[0] if len(found) == 1 else None
             if len(found) > 1:  # two slips give this number here: name both, claim neither
                 message = "one of these: " + "; or ".join(found)
             off = f"yours is {got:,}, PyTorch's modules of these sizes have {expected:,} ({got - expected:+,})"
             named = message is not None
             if message is None:
-                terms = fit(run)
+                terms = fit(run, reference_count)
                 fitted = fit_message(terms) if terms else None
                 if fitted is not None:
                     message, named = fitted
             run.fail(f"{message}; {off}" if message else off, case, named=named)
     run.passed()
+
+
+register(
+    Exercise(
+        "count_parameters",
+        "05_transformer_block",
+        "count_parameters(config) -> int",
+        cells=(Cell("count_parameters_tests", "count_parameters", 2),),
+        check=check_count_parameters,
+        against="PyTorch's modules of the same sizes, counted on the meta device",
+    )
+)

@@ -7,6 +7,7 @@ says which part of the count is off and by how much, for mistakes nobody listed.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -14,12 +15,6 @@ import torch
 from transformer_lab.checks._core import Runner
 
 __all__ = ["fit", "fit_message", "holds_on_probes"]
-
-
-def _reference_count(config: dict) -> int:
-    from transformer_lab.checks.sizes import reference_count
-
-    return reference_count(config)
 
 
 # Each feature is a function of the config; the student's error (yours - PyTorch's) is fitted as
@@ -76,7 +71,7 @@ def _probe_configs() -> list[dict]:
     return configs
 
 
-def fit(run: Runner) -> dict[str, int] | None:
+def fit(run: Runner, reference_count: Callable[[dict], int]) -> dict[str, int] | None:
     """{feature: integer coefficient} of (student - reference) over the probes, if exact."""
     rows, diffs = [], []
     for config in _probe_configs():
@@ -92,7 +87,7 @@ def fit(run: Runner) -> dict[str, int] | None:
             int(config["cross_attention"]),
         )
         rows.append([float(f(*args)) for f in _FEATURES.values()])
-        diffs.append(float(got - _reference_count(config)))
+        diffs.append(float(got - reference_count(config)))
     A, y = torch.tensor(rows, dtype=torch.float64), torch.tensor(diffs, dtype=torch.float64)
     coef = torch.linalg.lstsq(A, y[:, None]).solution[:, 0].round()
     if not torch.equal(A @ coef, y):
@@ -100,14 +95,12 @@ def fit(run: Runner) -> dict[str, int] | None:
     return {name: int(k) for name, k in zip(_FEATURES, coef.tolist()) if k != 0}
 
 
-def holds_on_probes(run: Runner, options: dict) -> bool:
-    """Does the catalogue's count with ``options`` equal the student's on every probe? (One
+def holds_on_probes(run: Runner, options: dict, count: Callable[..., int]) -> bool:
+    """Does the catalogue's ``count(config, **options)`` equal the student's on every probe? (One
     number can match a wrong mistake by coincidence: n_layers * C = n_segments * C.)"""
-    from transformer_lab.checks.sizes import _count_formula
-
     for config in _probe_configs()[:16]:
         got, error, calls = run.attempt((dict(config),), {})
-        if error is not None or calls or got != _count_formula(config, **options):
+        if error is not None or calls or got != count(config, **options):
             return False
     return True
 

@@ -12,6 +12,7 @@ from torch import Tensor, nn
 from transformer_lab import attention as _ref
 from transformer_lab.checks._core import Case, Mistake, Runner, describe_args, generator
 from transformer_lab.checks._integrity import Forbidden
+from transformer_lab.checks.registry import Cell, Exercise, register
 
 __all__ = ["check_softmax", "signature_hint"]
 
@@ -301,3 +302,15 @@ def check_softmax(softmax, hidden: bool = False) -> None:
             run.fail(found, case)
         run.explain(out, expected, case, (), ATOL, RTOL)
     run.passed()
+
+
+register(
+    Exercise(
+        "softmax",
+        "01_self_attention",
+        "softmax(x, dim=-1) -> x's shape",
+        cells=(Cell("softmax_tests", "softmax", 2),),
+        check=check_softmax,
+        reference=_ref.softmax,
+    )
+)

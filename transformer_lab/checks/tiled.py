@@ -21,6 +21,7 @@ from transformer_lab.checks.merge_evidence import (
     _rescaling_evidence,
     _tuple_order,
 )
+from transformer_lab.checks.registry import Cell, Exercise, register
 from transformer_lab.checks.tiling_probe import _row_factor, _tiling_probe, _weights_probe
 
 __all__ = ["check_merge_softmax_stats", "check_tiled_attention"]
@@ -379,3 +380,33 @@ def check_tiled_attention(tiled_attention, hidden: bool = False) -> None:
         run.explain(out, expected, case, (), 1e-5, 1e-5)
     _tiling_probe(run)
     run.passed()
+
+
+def _tiled_attention_reference(q, k, v, block_size, mask=None):
+    """The answer with the student's signature (for ``checks.diagnose``)."""
+    return _attention.scaled_dot_product_attention(q, k, v, mask)[0]
+
+
+register(
+    Exercise(
+        "merge_softmax_stats",
+        "09_attention_at_scale",
+        "merge_softmax_stats(m1, l1, o1, m2, l2, o2) -> (m, l, o)",
+        cells=(Cell("merge_softmax_stats_tests", "merge_softmax_stats", 2),),
+        check=check_merge_softmax_stats,
+        reference=_tiled.merge_softmax_stats,
+    )
+)
+
+
+register(
+    Exercise(
+        "tiled_attention",
+        "09_attention_at_scale",
+        "tiled_attention(q, k, v, block_size, mask=None) -> (..., T, Dv)",
+        cells=(Cell("tiled_attention_tests", "tiled_attention", 3),),
+        check=check_tiled_attention,
+        reference=_tiled_attention_reference,
+        against="transformer_lab.attention.scaled_dot_product_attention",
+    )
+)

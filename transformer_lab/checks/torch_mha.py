@@ -14,6 +14,7 @@ from torch import nn
 from transformer_lab import heads as _ref
 from transformer_lab.checks._core import Case, Runner, describe_args, generator
 from transformer_lab.checks._integrity import TRUSTED, Forbidden, verify
+from transformer_lab.checks.registry import Cell, Exercise, register
 from transformer_lab.checks.softmax import signature_hint as _signature_hint
 
 ATOL, RTOL = 1e-5, 1e-4
@@ -187,3 +188,15 @@ def check_to_torch_mha(to_torch_mha, hidden: bool = False) -> None:
         if not TRUSTED.allclose(got_w, want_w, atol=1e-5):
             run.fail(f"for C={C}, H={H} the attention weights differ.", case)
     run.passed()
+
+
+register(
+    Exercise(
+        "to_torch_mha",
+        "02_multi_head_attention",
+        "to_torch_mha(w_q, w_k, w_v, w_o, n_heads) -> nn.MultiheadAttention",
+        cells=(Cell("torch_mha_tests", "to_torch_mha", 2),),
+        check=check_to_torch_mha,
+        against="torch.nn.MultiheadAttention",
+    )
+)

@@ -14,6 +14,7 @@ from transformer_lab.checks._core import Case, Mistake, Runner, describe_args, g
 from transformer_lab.checks._evidence import _constant_factor
 from transformer_lab.checks._integrity import Forbidden
 from transformer_lab.checks.exercise_hints import _embed_tip, _expect_value_error, _hint
+from transformer_lab.checks.registry import Cell, Exercise, register
 from transformer_lab.models import vit as _vit
 
 __all__ = ["check_vit_embed", "check_sinusoidal_2d"]
@@ -354,3 +355,28 @@ def _square_grid_probe(run: Runner, h: int, w: int, C: int, base: float) -> str 
         f"right on square grids, but not on this {h} x {w} one: grid_h and grid_w are mixed up "
         f"somewhere; the rows run over grid_h = {h} (first half), the columns over grid_w = {w}"
     )
+
+
+register(
+    Exercise(
+        "vit_embed",
+        "08_vision_transformer",
+        "vit_embed(images, patch_size, w_e, b_e, cls_token, pos) -> (B, N+1, C)",
+        cells=(Cell("vit_embed_tests", "vit_embed", 2),),
+        check=check_vit_embed,
+        reference=_reference_embed,
+        against="transformer_lab.models.vit.patchify, then [CLS] and positions",
+    )
+)
+
+
+register(
+    Exercise(
+        "sinusoidal_2d",
+        "08_vision_transformer",
+        "sinusoidal_2d(grid_h, grid_w, d_model, base=10000.0) -> (N, C)",
+        cells=(Cell("sinusoidal_2d_tests", "sinusoidal_2d", 2),),
+        check=check_sinusoidal_2d,
+        reference=_positional.sinusoidal_encoding_2d,
+    )
+)

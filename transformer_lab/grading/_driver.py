@@ -162,37 +162,6 @@ def _count_timeouts(root: str, coursedir, assignment: str, student: str) -> int:
     return count
 
 
-def _hidden_reference(op: dict, cfg, coursedir) -> dict:
-    """Run the solution notebooks with this run's secret; save their hidden-check results."""
-    import shutil
-    import tempfile
-    from pathlib import Path
-
-    import nbformat
-
-    execute = _local("execute")
-    source = Path(coursedir.root) / coursedir.source_directory / op["assignment"]
-    cfg.GuardedExecute.hidden_reference = ""  # reference mode
-    results: dict = {}
-    failures: list[str] = []
-    for path in sorted(source.glob("*.ipynb")):
-        nb = nbformat.read(str(path), as_version=4)
-        execute.RUN.clear()
-        with tempfile.TemporaryDirectory(prefix="tlab-reference-") as tmp:
-            for item in source.iterdir():
-                if item.is_file() and item.suffix != ".ipynb":
-                    shutil.copy2(item, Path(tmp) / item.name)
-            preprocessor = execute.GuardedExecute(config=cfg)
-            preprocessor.preprocess(nb, {"metadata": {"path": tmp}, "unique_key": path.stem})
-        results[path.stem] = dict(execute.RUN.get("reference", {}))
-        failures += [f"{path.name}: {f}" for f in execute.RUN.get("hidden_failures", [])]
-    Path(op["to"]).parent.mkdir(parents=True, exist_ok=True)
-    Path(op["to"]).write_text(json.dumps(results), encoding="utf-8")
-    if failures:
-        return {"success": False, "error": "; ".join(failures)[:2000]}
-    return {"success": True, "checks": sum(len(v) for v in results.values())}
-
-
 def _grade_student(op: dict, cfg, coursedir) -> dict:
     """Pre-flight, autograde and feedback for one student (never raises)."""
     from pathlib import Path
@@ -230,14 +199,13 @@ def _grade_student(op: dict, cfg, coursedir) -> dict:
     result["autograde"] = _run_app(app)
     result["autograde_seconds"] = round(time.monotonic() - started, 2)
     result["success"] = result["autograde"]["success"]
-    result["timeouts"] = _count_timeouts(coursedir.root, coursedir, assignment, student)
-    # Review flags: what the kernels reported, and what the student's code shows (read here).
-    scan = _local("review").scan_notebook
-    flags = [
-        f"code: {flag}"
-        for name in sorted(released)
-        for flag in _scan_staged(scan, Path(op["staging"]) / f"{name}.ipynb", released[name])
-    ]
+    result["timeouts"] = _count_timeouts(coursedir.root, coursedir, assignment, student) + int(
+        execute.RUN.get("timeouts", 0)
+    )
+    # Review flags: what the kernels reported, and what the student's code shows: every file
+    # of the (sealed) staged submission the kernel could run, read here.
+    scan = _local("review").scan_submission
+    flags = [f"code: {flag}" for flag in scan(Path(op["staging"]), released)]
     result["flags"] = flags + list(execute.RUN.get("flags", []))
     result["hidden_failures"] = list(execute.RUN.get("hidden_failures", []))
     if result["success"] and op.get("feedback", True):
@@ -247,14 +215,6 @@ def _grade_student(op: dict, cfg, coursedir) -> dict:
         result["feedback_result"] = _run_app(app)
         result["feedback_seconds"] = round(time.monotonic() - started, 2)
     return result
-
-
-def _scan_staged(scan, path, released) -> list[str]:
-    import nbformat
-
-    if not path.is_file():
-        return []
-    return scan(nbformat.read(str(path), as_version=4), released)
 
 
 def main() -> None:
@@ -293,8 +253,6 @@ def main() -> None:
                 app.force = op.get("force", True)
                 app.create_student = True
                 event.update(_run_app(app))
-            elif kind == "hidden_reference":
-                event.update(_hidden_reference(op, op_cfg, coursedir))
             elif kind == "grade_student":
                 event.update(_grade_student(op, op_cfg, coursedir))
             elif kind == "feedback":

@@ -21,6 +21,7 @@ and restored if the regrade fails.
 from __future__ import annotations
 
 import datetime as _dt
+import os
 import re
 import secrets
 import shutil
@@ -163,16 +164,21 @@ def grade(root: Path, assignment: str, options: GradeOptions | None = None) -> G
             probe(root)
         except SandboxError as exc:
             raise CourseError(str(exc)) from None
-    # One reference file per run (and per shard: shards may share the course folder).
-    suffix = "" if options.shard is None else f"-shard-{options.shard[0]}-of-{options.shard[1]}"
-    hidden_reference = tlab / "hidden" / f"{assignment}{suffix}.json"
+        from transformer_lab.grading.cpushare import cpu_share_backend
+
+        if cpu_share_backend() is None and options.jobs > 1 and len(todo) > 1:
+            report.warnings.append(
+                "no writable cgroup CPU controller: kernels graded at once share the CPUs "
+                "without a cap (each still uses only its share of threads, and a submission "
+                "that times out is regraded alone)"
+            )
     config: dict = {
         "CourseDirectory.submitted_directory": str(staging_root.relative_to(root)),
         "GuardedExecute.sandbox": bool(options.sandbox),
         "GuardedExecute.course_root": str(root),
-        # A new secret per run: the hidden cases' inputs cannot be known in advance.
+        # A new secret per run: the hidden cases' inputs cannot be known in advance. It stays
+        # in the grading processes, which run the checks (grading/judge.py); never in a kernel.
         "GuardedExecute.hidden_secret": secrets.token_hex(16),
-        "GuardedExecute.hidden_reference": str(hidden_reference),
     }
     if options.timeout is not None:
         config["Execute.timeout"] = int(options.timeout)
@@ -190,16 +196,11 @@ def grade(root: Path, assignment: str, options: GradeOptions | None = None) -> G
         if cell.get("cell_type") == "code"
     )
     idle = budget + (n_cells + 2) * cell_timeout + 180.0
-    has_hidden = any(
-        "hidden=True" in path.read_text(encoding="utf-8") for path in assignment_notebooks(source)
-    )
     if not options.sandbox:
         report.warnings.append(
             "graded WITHOUT the sandbox (--no-sandbox): student code ran with your rights and "
             "could read the solutions and change files and grades"
         )
-    hidden_reference.unlink(missing_ok=True)  # never reuse another run's results
-    ref_events: list[dict] = []
 
     events_by_student: dict[str, dict] = {}
     other_events: list[dict] = []
@@ -229,15 +230,6 @@ def grade(root: Path, assignment: str, options: GradeOptions | None = None) -> G
                             "release_dir": str(release_dir),
                         }
                     )
-                    if has_hidden and todo and not hidden_reference.is_file():
-                        # The other lanes wait until the solution's hidden results exist.
-                        ops.append(
-                            {
-                                "op": "hidden_reference",
-                                "assignment": assignment,
-                                "to": str(hidden_reference),
-                            }
-                        )
                 for sid in remaining:
                     ops.append(
                         {
@@ -269,10 +261,6 @@ def grade(root: Path, assignment: str, options: GradeOptions | None = None) -> G
                             scores_by_student.update({s: got[s] for s in students if s in got})
                         elif event["op"] == "generate_assignment":
                             gen_events.append(event)
-                            if not event.get("success") or not (has_hidden and todo):
-                                loaded.set()
-                        elif event["op"] == "hidden_reference":
-                            ref_events.append(event)
                             loaded.set()
                         else:
                             other_events.append(event)
@@ -280,7 +268,7 @@ def grade(root: Path, assignment: str, options: GradeOptions | None = None) -> G
                 events, code, stderr = run_driver(
                     {"root": str(root), "ops": ops, "config": config, "guarded": True},
                     on_event=on_event,
-                    env={"TLAB_GRADING": "1"},
+                    env={"TLAB_GRADING": "1", "TLAB_SANDBOX_CPUS": f"{share['cpus']:g}"},
                     idle_timeout=idle,
                 )
                 first_pass = False
@@ -290,10 +278,6 @@ def grade(root: Path, assignment: str, options: GradeOptions | None = None) -> G
                         gen_events.append({"op": "generate_assignment", "success": False})
                     gen_events[-1]["stderr"] = stderr
                     return
-                ref = next((e for e in events if e["op"] == "hidden_reference"), None)
-                if ref is not None and not ref.get("success"):
-                    ref["stderr"] = stderr
-                    return  # reported below; nothing can be graded without the reference
                 stuck = [sid for sid in remaining if sid not in events_by_student]
                 if stuck:
                     # The process died or hung on stuck[0]; report it and carry on with the rest.
@@ -313,14 +297,29 @@ def grade(root: Path, assignment: str, options: GradeOptions | None = None) -> G
                     remaining = []
 
         def first_lane_failed() -> bool:
-            bad_ref = any(not e.get("success") for e in ref_events)
-            return bad_ref or not gen_events or not gen_events[-1].get("success")
+            return not gen_events or not gen_events[-1].get("success")
 
         def lane_after_load(students, loads_assignment, loaded):
             if loads_assignment or not first_lane_failed():
                 lane(students, loads_assignment, loaded)
 
-        run_lanes(lane_after_load, todo, 1 if one_lane else options.jobs)
+        machine_cpus = float(os.cpu_count() or 1)
+        lanes = 1 if one_lane else max(1, min(options.jobs, len(todo)))
+        share = {"cpus": max(1.0, machine_cpus // lanes)}  # each kernel's CPUs (sandbox.py)
+        run_lanes(lane_after_load, todo, lanes)
+        if lanes > 1 and not first_lane_failed():
+            # A cell may have run out of time because the other lanes were busy: regrade those
+            # submissions again, one at a time with the whole machine, before a timeout counts.
+            again = [sid for sid in todo if _timed_out(events_by_student.get(sid))]
+            if again:
+                share["cpus"] = machine_cpus
+                if progress is not None:
+                    progress.total += len(again)
+                for sid in again:
+                    events_by_student.pop(sid, None)
+                lane(again, False, threading.Event())
+                for sid in again:
+                    events_by_student.setdefault(sid, {}).update(regraded_alone=True)
         if not first_lane_failed() and nbgrader_csv and not one_lane:
             # Every lane has finished: nbgrader's CSV of the whole class, in one more process.
             events, _, _ = run_driver(
@@ -334,14 +333,6 @@ def grade(root: Path, assignment: str, options: GradeOptions | None = None) -> G
             other_events.extend(events)
         if progress is not None:
             progress.close()
-        hidden_reference.unlink(missing_ok=True)  # its results belong to this run's secret
-        bad_ref = next((e for e in ref_events if not e.get("success")), None)
-        if bad_ref is not None:
-            raise CourseError(
-                f"could not compute the hidden tests' reference results from "
-                f"{dirs['source']}/{assignment} (nothing was graded):\n"
-                f"{failure_detail(bad_ref, bad_ref.get('stderr', ''))[-3000:]}"
-            )
         if first_lane_failed():
             gen = gen_events[-1] if gen_events else None
             detail = failure_detail(gen, (gen or {}).get("stderr", ""))
@@ -400,6 +391,13 @@ def grade(root: Path, assignment: str, options: GradeOptions | None = None) -> G
             result.flags = list(event.get("flags") or [])
             if pre.get("needs_review"):
                 result.flags.insert(0, pre["needs_review"])
+            if result.timeouts:  # a timeout never becomes a silent 0 with status "graded"
+                alone = ", again when regraded alone" if event.get("regraded_alone") else ""
+                result.flags.insert(
+                    0,
+                    f"timeout: {result.timeouts} cell(s) stopped at the {cell_timeout} s time "
+                    f"limit{alone} (scored 0)",
+                )
             if result.flags and result.status == GRADED:
                 result.status = NEEDS_REVIEW
                 result.reason = f"{len(result.flags)} flag(s): " + "; ".join(result.flags[:3])
@@ -417,6 +415,16 @@ def grade(root: Path, assignment: str, options: GradeOptions | None = None) -> G
         shutil.rmtree(folder, ignore_errors=True)
     save_merged(report, root)
     return report
+
+
+def _timed_out(event: dict | None) -> bool:
+    """Did this submission lose time to the limits (and so deserve a regrade alone)?"""
+    if not event:
+        return False
+    if event.get("success"):
+        return bool(event.get("timeouts"))
+    why = classify_failure(event)
+    return "stopped responding" in why or "within the limits" in why
 
 
 def _was_graded(report: GradingReport, sid: str) -> bool:

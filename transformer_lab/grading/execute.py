@@ -2,33 +2,37 @@
 
 - **Sandbox.** The kernel runs in a bubblewrap sandbox (:mod:`.sandbox`) unless the instructor
   passed ``--no-sandbox``.
+- **Every point decided here, outside the kernel** (:mod:`.judge`). A graded test cell runs in
+  the kernel without its hidden block, for the student's feedback only: its errors are kept as
+  text and decide nothing. The grader then runs the cell's checks (visible and hidden) in this
+  process on the student's functions in the kernel (:mod:`.remote`), and the verdict becomes
+  the cell's outcome: an error output (nbgrader scores 0) when a check fails, none when all
+  pass. The hidden block and the run's secret never enter the kernel.
 - **Per-cell time limit, as documented.** Every cell gets ``Execute.timeout`` seconds (30 by
   default). Only time lost to *interrupted* cells counts against ``hang_budget``: once a
-  submission has lost that much to cells stopped at the limit (a ``while True`` answer called
-  by every test cell), later cells get ``overtime_timeout`` seconds. Slow honest cells that
-  finish in time are never cut.
-- **Hidden tests decided here** (:mod:`.hidden`): the hidden checks' results are taken out of
-  each graded cell and compared with the solution's; a difference or a missing result adds an
-  error to the cell, which nbgrader scores 0. Kernel findings become review flags.
+  submission has lost that much to cells stopped at the limit, later cells get
+  ``overtime_timeout`` seconds. Slow honest cells that finish in time are never cut.
 - **stderr is not failure.** nbgrader scores a graded cell 0 when it wrote anything to stderr;
   a debug print or a warning must not cost points, so stderr output of graded cells is kept
   but marked as stdout (prefixed ``[stderr]``).
 - **Output size.** Each cell keeps at most ``max_output_chars`` characters of text output
   (the autograded notebook and the feedback are built from it); the rest is dropped with a note.
-- **Guards.** Before the first cell the kernel imports ``transformer_lab.checks`` (its snapshot
-  of trusted functions predates student code) and is given this run's hidden-test secret;
-  before each cell it is told whether the cell is student code (for its audit findings); before
-  each graded cell the name ``checks`` is re-bound to the real module.
+- **Guards.** Before the first cell the kernel imports ``transformer_lab.checks`` and enters
+  grading mode (its checks only say that the grader decides; an audit hook notes suspicious
+  events, reported as review flags); before each cell it is told whether the cell is student
+  code.
 """
 
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 import sys
+import time
 from pathlib import Path
+from queue import Empty
 
+from nbclient.util import ensure_async, run_sync
 from nbformat import NotebookNode
 from nbgrader import utils
 from nbgrader.preprocessors import Execute
@@ -47,20 +51,18 @@ def _sibling(name: str):
     return sys.modules[key]
 
 
-_hidden = _sibling("hidden")
-compare_records, expected_hidden_checks, take_records = (
-    _hidden.compare_records,
-    _hidden.expected_hidden_checks,
-    _hidden.take_records,
-)
+# The judge runs the package's checks, so it imports the package (and torch) itself.
+from transformer_lab.grading import judge as _judge  # noqa: E402
+from transformer_lab.grading import remote as _remote  # noqa: E402
 
-__all__ = ["GuardedExecute", "PRIME_CODE", "GUARD_CODE", "RUN"]
+__all__ = ["GuardedExecute", "PRIME_CODE", "RUN"]
 
 PRIME_CODE = """\
 try:
     from transformer_lab.checks import _guards as _tlab_guards  # snapshot before student code
-    _tlab_guards.arm({secret})
-    del _tlab_guards
+    from transformer_lab.checks import _serve as _tlab_serve  # the grader's requests
+    _tlab_guards.arm()
+    del _tlab_guards, _tlab_serve
 except Exception:
     pass
 """
@@ -72,16 +74,8 @@ except Exception:
     pass
 """
 
-GUARD_CODE = """\
-import sys as _tlab_sys
-_tlab_mod = _tlab_sys.modules.get("transformer_lab.checks")
-if _tlab_mod is not None and "checks" in globals():
-    checks = _tlab_mod  # a graded cell always talks to the real checks module
-del _tlab_sys, _tlab_mod
-"""
-
 # What the last notebook run found, read by the grading driver after nbgrader's autograde:
-# {"flags": [...], "hidden_failures": [...], "reference": {grade_id: [records]}}.
+# {"flags": [...], "hidden_failures": [...], "verdicts": {grade_id: {...}}}.
 RUN: dict = {}
 
 
@@ -101,8 +95,11 @@ class GuardedExecute(Execute):
         20000, help="Characters of text output kept per cell; the rest is dropped with a note."
     ).tag(config=True)
     hidden_secret = Unicode("", help="This grading run's hidden-test secret.").tag(config=True)
-    hidden_reference = Unicode(
-        "", help="JSON file with the solution's hidden-test results (empty: reference mode)."
+    hidden_reference = Unicode("", help="Unused (kept so older configurations load).").tag(
+        config=True
+    )
+    judge_budget = Float(
+        300.0, help="Seconds the grader's checks of one graded cell may take together."
     ).tag(config=True)
     course_root = Unicode("", help="The course folder (kept out of the sandbox).").tag(config=True)
     memory_mb = Integer(4096, help="Sandbox: address space per process (MB).").tag(config=True)
@@ -132,10 +129,9 @@ class GuardedExecute(Execute):
         self._tlab_primed = False
         self._tlab_course = {c.source for c in nb.cells if c.cell_type == "code"}
         self._tlab_name = (resources or {}).get("unique_key", "")
-        self._tlab_reference = self._load_reference()
         for key in ("flags", "hidden_failures"):
             RUN.setdefault(key, [])
-        RUN.setdefault("reference", {})
+        RUN.setdefault("verdicts", {})
         return super().preprocess(nb, resources, km)
 
     def _get_timeout(self, cell):
@@ -144,14 +140,10 @@ class GuardedExecute(Execute):
             return self.overtime_timeout if timeout is None else min(timeout, self.overtime_timeout)
         return timeout
 
-    def _load_reference(self) -> dict | None:
-        if not self.hidden_reference:
-            return None  # reference mode: we are running the solution
-        path = Path(self.hidden_reference)
-        if not path.is_file():
-            return {}  # the assignment has no hidden checks
-        data = json.loads(path.read_text(encoding="utf-8"))
-        return data.get(self._tlab_name, {})
+    @property
+    def _judging(self) -> bool:
+        """Grading a submission (the grader decides the graded cells), not running a notebook."""
+        return bool(self.hidden_secret)
 
     # -- cells --------------------------------------------------------------------------
     def _run_silently(self, code: str, cell) -> None:
@@ -169,97 +161,128 @@ class GuardedExecute(Execute):
         if self.guard_cells:
             if not self._tlab_primed:
                 self._tlab_primed = True
-                self._run_silently(PRIME_CODE.format(secret=repr(self.hidden_secret)), cell)
-            reference_mode = self._tlab_reference is None
-            student = not reference_mode and self._is_student_code(cell)
+                self._run_silently(PRIME_CODE, cell)
+            student = self._judging and self._is_student_code(cell)
             self._run_silently(CONTEXT_CODE.format(student=student), cell)
-            if utils.is_grade(cell):
-                self._run_silently(GUARD_CODE, cell)
         timeout = self._get_timeout(cell)
-        cell, resources = super().preprocess_cell(cell, resources, index)
+        graded = utils.is_grade(cell) and self._judging
+        full = cell.source
+        if graded:
+            cell.source = _judge.visible_source(full)  # the hidden block never enters the kernel
+        try:
+            cell, resources = super().preprocess_cell(cell, resources, index)
+        finally:
+            cell.source = full
         if any(o.get("ename") == "CellTimeoutError" for o in cell.get("outputs", [])):
             self._tlab_lost += timeout or 0
-        self._after_cell(cell)
+        if graded:
+            self._decide(cell, full, timeout)
+        self._after_cell(cell, utils.is_grade(cell))
         return cell, resources
 
-    def _after_cell(self, cell) -> None:
-        records = take_records(cell)
-        graded = utils.is_grade(cell)
-        if graded:
-            self._decide_hidden(cell, records)
-        elif records and self._tlab_reference is not None:
-            RUN["flags"].append("hidden-test results published outside a graded cell (forged?)")
+    def _after_cell(self, cell, graded: bool) -> None:
         for output in cell.get("outputs", []):
             if graded and output.get("output_type") == "stream" and output.get("name") == "stderr":
                 output["name"] = "stdout"
                 output["text"] = "[stderr] " + output.get("text", "")
-        _truncate(cell, self.max_output_chars)
+        _sibling("outputs").bound_outputs(cell, self.nb, text_chars=self.max_output_chars)
 
-    def _decide_hidden(self, cell, records: list[dict]) -> None:
-        expected = expected_hidden_checks(cell.source)
+    # -- the grader's verdict -------------------------------------------------------------
+    def _decide(self, cell, source: str, timeout) -> None:
+        """Run the cell's checks here on the kernel's functions; their verdict is the cell's."""
         grade_id = cell.metadata.get("nbgrader", {}).get("grade_id", "")
-        if self._tlab_reference is None:  # reference mode: keep the solution's results
-            RUN["reference"][grade_id] = records
-            bad = [r.get("check") for r in records if r.get("raised")]
-            if len(records) != len(expected) or bad:
-                RUN["hidden_failures"].append(
-                    f"{grade_id}: the solution's hidden checks did not all pass ({bad or records})"
+        kernel = _remote.RemoteKernel(self._remote_send, timeout=float(timeout or 30))
+        verdict = _judge.judge_cell(kernel, source, self.hidden_secret, self.judge_budget)
+        if verdict is None:
+            RUN["flags"].append(
+                f"{grade_id}: a graded cell without a check; the kernel's own result was used"
+            )
+            return
+        kept = []
+        if any(f.startswith("timeout: ") for f in verdict.flags):
+            RUN["timeouts"] = RUN.get("timeouts", 0) + 1
+        for output in cell.get("outputs", []):
+            if output.get("ename") == "CellTimeoutError":
+                RUN["timeouts"] = RUN.get("timeouts", 0) + 1
+            if output.get("output_type") == "error":  # the kernel's verdict decides nothing
+                text = f"{output.get('ename', 'Error')}: {output.get('evalue', '')}".strip()
+                kept.append(
+                    NotebookNode(
+                        output_type="stream",
+                        name="stdout",
+                        text=f"[in your notebook's kernel] {text}\n",
+                    )
                 )
-            return
-        for record in records:
-            for flag in record.get("flags", []) if isinstance(record.get("flags"), list) else []:
-                flag = f"kernel: {str(flag)[:200]}"
-                if flag not in RUN["flags"]:
-                    RUN["flags"].append(flag)
-        if not expected:
-            if records:
-                RUN["flags"].append(
-                    f"{grade_id}: hidden-test results from a cell without hidden tests"
-                )
-            return
-        failed = any(o.get("output_type") == "error" for o in cell.get("outputs", []))
-        reason = compare_records(expected, self._tlab_reference.get(grade_id, []), records)
-        if reason is None:
-            return
-        if failed:
-            return  # the cell fails anyway (scored 0): the kernel's message says why
-        RUN["hidden_failures"].append(f"{grade_id}: {reason}")
-        if len(records) != len(expected):
-            RUN["flags"].append(f"{grade_id}: {reason}")
-        if True:  # the kernel said nothing went wrong, the grader disagrees
-            cell.outputs.append(
+            else:
+                kept.append(output)
+        summary = "\n".join(verdict.lines) + "\n"
+        kept.append(
+            NotebookNode(output_type="stream", name="stdout", text=f"[the grader]\n{summary}")
+        )
+        if not verdict.passed:
+            kept.append(
                 NotebookNode(
                     output_type="error",
-                    ename="HiddenTestsFailed",
-                    evalue=reason,
-                    traceback=[f"\x1b[0;31mHiddenTestsFailed\x1b[0m: {reason}"],
+                    ename="GradedTestFailed",
+                    evalue=verdict.failure,
+                    traceback=[f"\x1b[0;31mGradedTestFailed\x1b[0m: {verdict.failure}"],
                 )
             )
+            RUN["hidden_failures"].append(f"{grade_id}: {verdict.failure}")
+        cell.outputs = kept
+        for flag in verdict.flags:
+            flag = f"{grade_id}: {flag}" if not flag.startswith("kernel: ") else flag
+            if flag not in RUN["flags"]:
+                RUN["flags"].append(flag)
+        RUN["verdicts"][grade_id] = {
+            "passed": verdict.passed,
+            "failure": verdict.failure,
+            "seconds": verdict.seconds,
+            "requests": verdict.requests,
+        }
 
+    def _remote_send(self, expression: str, timeout: float) -> str:
+        return run_sync(self._async_remote_send)(expression, timeout)
 
-def _truncate(cell, limit: int) -> None:
-    """Keep at most ``limit`` characters of text across a cell's outputs."""
-    used = 0
-    for output in cell.get("outputs", []):
-        fields = []
-        if output.get("output_type") == "stream":
-            fields.append((output, "text"))
-        elif output.get("output_type") in ("execute_result", "display_data"):
-            data = output.get("data", {})
-            fields += [(data, k) for k in data if k.startswith("text/")]
-        elif output.get("output_type") == "error":
-            output["evalue"] = str(output.get("evalue", ""))[: max(limit, 1000)]
-            output["traceback"] = [str(t)[:limit] for t in output.get("traceback", [])[:100]]
-        for owner, key in fields:
-            text = owner[key]
-            if isinstance(text, list):
-                text = "".join(text)
-            if not isinstance(text, str):
+    async def _async_remote_send(self, expression: str, timeout: float) -> str:
+        """Evaluate ``expression`` silently in the kernel; the text of its value."""
+        msg_id = self.kc.execute(
+            "",
+            silent=True,
+            store_history=False,
+            user_expressions={"r": expression},
+            allow_stdin=False,
+        )
+        deadline = time.monotonic() + max(timeout, 0.1)
+        interrupted = False
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                if interrupted:
+                    raise _remote.RemoteError("the kernel did not answer after an interrupt")
+                interrupted = True
+                await ensure_async(self.km.interrupt_kernel())
+                deadline = time.monotonic() + 10.0
                 continue
-            room = max(limit - used, 0)
-            if len(text) > room:
-                owner[key] = (
-                    text[:room] + f"\n[... {len(text) - room} more characters of output "
-                    f"not kept by the grader (limit {limit} per cell)]\n"
+            try:
+                msg = await ensure_async(self.kc.shell_channel.get_msg(timeout=min(remaining, 1.0)))
+            except Empty:
+                if not await ensure_async(self.kc.is_alive()):
+                    raise _remote.RemoteError("the kernel died") from None
+                continue
+            if msg.get("parent_header", {}).get("msg_id") != msg_id:
+                continue
+            if interrupted:
+                self._tlab_lost += timeout
+                raise _remote.RemoteTimeout(
+                    f"your function did not finish within the time limit ({timeout:.0f} s)"
                 )
-            used += min(len(text), room)
+            content = msg.get("content", {})
+            result = (content.get("user_expressions") or {}).get("r") or {}
+            if content.get("status") != "ok" or result.get("status") != "ok":
+                name = result.get("ename") or content.get("ename") or "an error"
+                raise _remote.RemoteError(f"the request failed with {name}")
+            text = (result.get("data") or {}).get("text/plain")
+            if not isinstance(text, str):
+                raise _remote.RemoteError("the kernel's answer is not text")
+            return text

@@ -17,6 +17,9 @@ For every student, :func:`preflight` reads the submitted notebooks and decides:
   KeyError when the deleted test cell follows a non-graded cell, so we never rely on it.)
 
 The fixed copies are written to a staging folder; the students' original files are untouched.
+Nothing is copied by following a symbolic link (:func:`copy_without_links`): symlinks, FIFOs,
+devices and sockets in a submission are named in the notes and left out, a symlinked folder is
+not descended, and a notebook that is itself a symlink is not graded.
 """
 
 from __future__ import annotations
@@ -24,13 +27,45 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import os
 import shutil
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
 
-__all__ = ["Preflight", "preflight", "restore_missing_cells", "match_by_content", "fingerprint"]
+__all__ = [
+    "Preflight",
+    "preflight",
+    "restore_missing_cells",
+    "match_by_content",
+    "fingerprint",
+]
+
+
+def _sibling(name: str):
+    """A module of this folder, loaded by path (importing the package would import torch)."""
+    import importlib.util
+    import sys
+
+    key = f"_tlab_grading_{name}"
+    if key not in sys.modules:
+        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{name}.py")
+        spec = importlib.util.spec_from_file_location(key, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[key] = module
+        spec.loader.exec_module(module)
+    return sys.modules[key]
+
+
+_nofollow = _sibling("nofollow")
+copy_without_links, read_regular_file, open_regular, kind_of = (
+    _nofollow.copy_without_links,
+    _nofollow.read_regular_file,
+    _nofollow.open_regular,
+    _nofollow.kind_of,
+)
 
 
 @dataclass
@@ -149,7 +184,9 @@ def match_by_content(submitted, released) -> tuple[object, list[str], list[str]]
 def _read_notebook(path: Path):
     """Parse and validate; raises ValueError with a short reason."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_regular_file(path).decode("utf-8")
+    except OSError as exc:
+        raise ValueError(f"not a notebook: {exc.strerror or exc}") from None
     except UnicodeDecodeError:
         raise ValueError("not a notebook: the file is not UTF-8 text") from None
     try:
@@ -183,11 +220,23 @@ def preflight(
         staging: the folder to receive the gradable copy (created).
     """
     result = Preflight(student)
+    if submission.is_symlink() or submission.parent.is_symlink():
+        result.ok, result.reason = False, "the submission folder is a symbolic link (not followed)"
+        return result
     if not submission.is_dir():
         result.ok, result.reason = False, "no submission folder"
         return result
     expected = set(released)
     found = {p.stem: p for p in submission.glob("*.ipynb")}
+    for path in sorted(found.values()):
+        mode = path.lstat().st_mode
+        if not stat.S_ISREG(mode):
+            result.ok = False
+            result.reason = (
+                f"{path.name} is {kind_of(mode)}, not a notebook file: symbolic links and special "
+                "files are never followed or graded"
+            )
+            return result
     if not found:
         result.ok, result.reason = False, "no notebook in the submission"
         return result
@@ -206,9 +255,8 @@ def preflight(
     if staging.exists():
         shutil.rmtree(staging)
     staging.mkdir(parents=True)
-    for item in submission.iterdir():  # timestamp.txt, data files, ...
-        if item.suffix != ".ipynb" and item.is_file():
-            shutil.copy2(item, staging / item.name)
+    # timestamp.txt, data files, helper modules, ...: never through a symlink
+    result.notes += copy_without_links(submission, staging, skip_suffixes=(".ipynb",))
     stamp = staging / "timestamp.txt"
     if stamp.is_file() and not _timestamp_ok(stamp):
         # nbgrader aborts the whole submission on an unreadable timestamp; grade it without one.
@@ -258,8 +306,24 @@ def _timestamp_ok(path: Path) -> bool:
 def fingerprint(submission: Path) -> str:
     """A hash of the submission's files, to regrade only what changed."""
     digest = hashlib.sha256()
-    if submission.is_dir():
-        for path in sorted(p for p in submission.rglob("*") if p.is_file()):
-            digest.update(str(path.relative_to(submission)).encode())
-            digest.update(path.read_bytes())
+    if submission.is_dir() and not submission.is_symlink():
+        for folder, dirs, files in os.walk(submission):  # os.walk never enters a symlinked folder
+            dirs.sort()
+            for name in sorted(
+                files + [d for d in dirs if os.path.islink(os.path.join(folder, d))]
+            ):
+                path = Path(folder) / name
+                digest.update(str(path.relative_to(submission)).encode())
+                mode = path.lstat().st_mode
+                if stat.S_ISREG(mode):
+                    try:
+                        with os.fdopen(open_regular(path), "rb") as fh:
+                            for block in iter(lambda: fh.read(1 << 20), b""):
+                                digest.update(block)
+                    except OSError:
+                        digest.update(b"unreadable")
+                elif stat.S_ISLNK(mode):
+                    digest.update(b"symlink:" + os.fsencode(os.readlink(path)))
+                else:
+                    digest.update(kind_of(mode).encode())
     return digest.hexdigest()[:16]

@@ -145,16 +145,12 @@ def run_summary(report, seconds: float, jobs: int = 1) -> str:
     scored = (GRADED, "needs_review")  # needs_review: graded, with flags for the instructor
     now = [report.students[s] for s in report.graded_now if s in report.students]
     graded = [r for r in now if r.status in scored]
-    review = [
-        r
-        for r in graded
-        if r.status != GRADED or r.notes or r.timeouts or getattr(r, "flags", None)
-    ]
+    review = [r for r in graded if r.status != GRADED]  # the same count as the report's
     per = [r.seconds for r in now if r.seconds]
     lines = [
         f"This run: {len(now)} submission(s) in {_duration(seconds)} with {jobs} job(s): "
-        f"{len(graded)} graded, {len(now) - len(graded)} not graded, "
-        f"{len(review)} graded but need review."
+        f"{len(graded)} graded ({len(review)} of them need review), "
+        f"{len(now) - len(graded)} not graded."
     ]
     if now:
         lines.append(
@@ -169,7 +165,7 @@ def run_summary(report, seconds: float, jobs: int = 1) -> str:
     if review:
         names = ", ".join(r.student_id for r in sorted(review, key=lambda r: r.student_id)[:10])
         more = f" and {len(review) - 10} more" if len(review) > 10 else ""
-        lines.append(f"Review: {names}{more} (see the notes in the report).")
+        lines.append(f"Review: {names}{more} (see the reasons and flags in the report).")
     return "\n".join(lines)
 
 

@@ -162,7 +162,7 @@ class GradingReport:
             for r in self.flagged:
                 lines.append(f"  {r.student_id:<{width}}  {r.reason}")
         lines.append(
-            f"{len(graded)} graded ({len(self.flagged)} of them need review), "
+            f"In the report: {len(graded)} graded ({len(self.flagged)} of them need review), "
             f"{len(failed)} could not be graded."
         )
         for w in self.warnings:

@@ -1,108 +1,386 @@
 """Review flags from reading the student's code (in the grader, where the student cannot reach).
 
 The kernel reports what it saw (``checks._guards.findings``), but a student who controls the
-kernel can silence it. What the student *wrote* cannot be hidden from the grader: every code
-cell that is not exactly a cell of the released notebook is scanned for the tools that tricks
-need (replacing modules or their ``__dict__``, function modes, ``__torch_function__``,
-subclasses of ``int``/``Tensor``, threads, frames, files, processes, the network, ``exec``).
-A match is a flag for a person to look at, never a lost point: honest code rarely needs any of
-these in an exercise, and a flagged submission keeps its score until someone has looked.
+kernel can silence it. What the student *wrote* cannot be hidden from the grader:
+:func:`scan_submission` reads every file the kernel could execute (every code cell of every
+notebook in the submission folder, and every ``.py``, ``.pth``, ``.txt`` and ``.json`` file
+beside it, never following a symlink), NFKC-normalised as Python itself reads identifiers,
+so ``ｉｎｓｐｅｃｔ.ｓｔａｃｋ()`` is read as ``inspect.stack()``. Cells exactly as released
+(the instructor's code) are skipped. It names, with the file, cell and line:
+
+- dynamic code (``exec``, ``eval``, ``compile``, ``runpy``, ``importlib``, ``marshal``, ...),
+  frame and garbage-collector introspection, IPython hooks and input transformers, trace and
+  audit hooks, reading the package's source files, touching the checks' internals;
+- the package's reference (or PyTorch's built-in) for what an exercise asks, used in that
+  exercise's answer or in code the answer reaches (the list comes from the instant checks'
+  ``Forbidden(...)`` declarations: :mod:`.forbidden`);
+- an answer that is structurally a copy of the package's source (:mod:`.similarity`);
+- the older patterns: patched modules, threads, files, processes, network, ... (:data:`PATTERNS`).
+
+A flag is for a person to look at, never a lost point: the submission is marked needs_review
+and keeps its score until someone has looked.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import re
+from pathlib import Path
 
-__all__ = ["PATTERNS", "scan_source", "student_cells", "scan_notebook"]
+try:
+    from . import _review_rules, _review_tree
+    from . import forbidden as _forbidden
+    from . import similarity as _similarity
+except ImportError:  # loaded by file path in the grader's driver (no package, no torch)
+    import importlib.util
+    import sys
 
-# (regular expression, what the flag says)
-PATTERNS: list[tuple[str, str]] = [
-    (r"\bsys\s*\.\s*modules\b", "edits sys.modules"),
-    (
-        r"^\s*(torch|np|numpy|F|nn|checks|transformer_lab)(\s*\.\s*\w+)+\s*=[^=]",
-        "replaces a library function",
-    ),
-    (r"^\s*(torch|np|numpy|F|nn|checks|transformer_lab)\s*=[^=]", "rebinds a library's name"),
-    (
-        r"(?<![.\w])vars\s*\(|__dict__|(?<![.\w])globals\s*\(\s*\)\s*\[",
-        "edits a module's namespace",
-    ),
-    (
-        r"TorchFunctionMode|TorchDispatchMode|__torch_function__|__torch_dispatch__",
-        "overrides PyTorch's function dispatch",
-    ),
-    (
-        r"class\s+\w+\s*\(\s*(int|float|bool|str|tuple|list|(torch\.)?Tensor)\s*\)",
-        "subclasses a built-in type or Tensor",
-    ),
-    (
-        r"def\s+__(eq|ne|bool|lt|le|gt|ge|float|int|index|hash)__",
-        "overrides a comparison or conversion",
-    ),
-    (
-        r"\bthreading\b|\b_thread\b|\bmultiprocessing\b|concurrent\.futures",
-        "starts threads or processes",
-    ),
-    (
-        r"setprofile|settrace|_getframe|currentframe|f_back|f_locals|tb_frame",
-        "inspects or hooks the call stack",
-    ),
-    (r"__code__|__globals__|__closure__|__kwdefaults__|__defaults__", "rewrites functions"),
-    (r"\bgc\s*\.|\bctypes\b|\bimportlib\b|__import__|\bbuiltins\b", "reaches into the interpreter"),
-    (r"(?<![.\w])(exec|eval|compile)\s*\(", "runs generated code"),
-    (
-        r"(?<![.\w])open\s*\(|\bpathlib\b|\bPath\s*\(|\bshutil\b|\bos\s*\.\s*(remove|rename|listdir|scandir|walk|chdir|unlink)",
-        "reads or writes files",
-    ),
-    (r"\bsubprocess\b|\bos\s*\.\s*(system|popen|exec\w*|spawn\w*|fork|kill)", "runs programs"),
-    (r"\bsocket\b|\burllib\b|\brequests\b|\bhttp\.client\b", "uses the network"),
-    (r"\benviron\b|\bgetenv\b", "reads environment variables"),
-    (r"^\s*[!%]", "runs a shell command or magic"),
-    (
-        r"_guards|_integrity|_tlab|transformer_lab\.checks\.\w|application/vnd\.tlab",
-        "touches the grader's internals",
-    ),
-    (r"publish_display_data|get_ipython|IPython", "talks to the notebook machinery"),
-    (r"gradebook|solutions/|\bsubmitted\b|autograded|feedback/", "names the course's files"),
-    (
-        r"(?<![.\w])(setattr|delattr)\s*\(|(?<![.\w])getattr\s*\(\s*\w+\s*,\s*[^'\"]",
-        "changes attributes by name",
-    ),
+    def _sibling(name: str):
+        key = f"_tlab_grading_{name}"
+        if key not in sys.modules:
+            path = os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{name}.py")
+            spec = importlib.util.spec_from_file_location(key, path)
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[key] = module
+            spec.loader.exec_module(module)
+        return sys.modules[key]
+
+    _review_rules = _sibling("_review_rules")
+    _review_tree = _sibling("_review_tree")
+    _forbidden, _similarity = _sibling("forbidden"), _sibling("similarity")
+
+PATTERNS = _review_rules.PATTERNS
+
+__all__ = [
+    "PATTERNS",
+    "SIMILARITY_THRESHOLD",
+    "scan_source",
+    "student_cells",
+    "scan_notebook",
+    "scan_submission",
 ]
-_COMPILED = [(re.compile(p, re.MULTILINE), why) for p, why in PATTERNS]
+
+# A student's function or class is flagged as a copy of the package when at least this share
+# of its winnowed fingerprints is found in one unit of the package's source, and it has at
+# least MIN_FLAG_FINGERPRINTS of them. Calibrated in tests/test_grading_review.py (run it as a
+# script for the table): honest alternatives (loops, einsum) reach at most 0.32; the solutions'
+# own answers up to 0.91 (softmax 0.91, causal_lm_loss 0.86, merge_heads 0.83: several were
+# written close to the package's code); verbatim, renamed, reflowed and full-width copies of all
+# 25 references 1.00; copies with the validation also cut out 0.50-1.00 (12 of 25 flagged).
+SIMILARITY_THRESHOLD = 0.95
+MIN_FLAG_FINGERPRINTS = 12
+
+READ_SUFFIXES = {".py", ".ipynb", ".pth", ".txt", ".json", ".pyw"}
+COMPILED_SUFFIXES = {".pyc", ".pyo", ".so", ".pyd"}
+# Jupyter's autosaves and Python's caches: never run as such (a sourceless .pyc in __pycache__
+# is not importable), and loading them by hand needs code the scan flags anyway.
+SKIPPED_DIRS = {".ipynb_checkpoints", "__pycache__"}
+MAX_FILE_BYTES = 2_000_000  # a .py or .pth file larger than this is reported, not read
+MAX_NOTEBOOK_BYTES = 100_000_000  # notebooks carry outputs (plots); only their code is read
+MAX_TOTAL_BYTES = 200_000_000
+MAX_FILES = 400
+DATA_SUFFIXES = {".txt", ".json"}  # run only through code that reads them (which is flagged)
 
 
 def scan_source(source: str) -> list[str]:
-    """The flags one cell's source raises (each with the line that raised it)."""
-    flags = []
-    for pattern, why in _COMPILED:
-        match = pattern.search(source)
-        if match:
-            start = source.rfind("\n", 0, match.start()) + 1
-            end = source.find("\n", match.end())
-            line = source[start : end if end != -1 else len(source)].strip()
-            flags.append(f"{why}: `{line[:80]}`")
-    return flags
+    """The flags one cell's source raises (each with its line), without exercise context."""
+    return [f"line {line}: {why}: `{text}`" for line, why, text in _findings(source)]
+
+
+def _findings(source: str, context: dict | None = None) -> list[tuple[int, str, str]]:
+    """(line, why, the line's code), from the tree reader and the text patterns."""
+    text = _similarity.normalise(source)
+    tree_found = _review_tree.python_findings(text, source, context or {})
+    found = tree_found or []
+    by_tree = {line for line, _, _ in found}
+    # A line the tree reader explained needs no vaguer text-pattern flag as well.
+    regex = _review_rules.regex_findings(text, parsed=tree_found is not None)
+    found += [f for f in regex if f[0] not in by_tree]
+    merged: dict[tuple[int, str], tuple[list[str], str]] = {}
+    for line, why, snippet in sorted(found):
+        head, detail = _split(why)
+        details, _ = merged.setdefault((line, head), ([], snippet[:100]))
+        if detail and detail not in details:
+            details.append(detail)
+    return [
+        (line, f"{head} ({', '.join(details)})" if details else head, snippet)
+        for (line, head), (details, snippet) in sorted(merged.items())
+    ]
+
+
+_HEADS = (
+    _review_rules.DYNAMIC,
+    _review_rules.FRAMES,
+    _review_rules.HOOKS,
+    _review_rules.SOURCE,
+    _review_rules.INTERNALS,
+    _review_tree.LOOKALIKE,
+)
+
+
+def _split(why: str) -> tuple[str, str]:
+    """ "category (detail)" -> (category, detail), so one line gets one flag per category."""
+    for head in _HEADS:
+        if why.startswith(head + " (") and why.endswith(")"):
+            return head, why[len(head) + 2 : -1]
+    return why, ""
+
+
+def _released_sources(released) -> set[str]:
+    return {_src(c) for c in _cells(released) if c.get("cell_type") == "code"}
+
+
+def _cells(nb) -> list:
+    cells = nb.get("cells", []) if isinstance(nb, dict) else getattr(nb, "cells", [])
+    return [c for c in cells if isinstance(c, dict)] if isinstance(cells, list) else []
+
+
+def _src(cell) -> str:
+    source = cell.get("source", "")
+    return "".join(map(str, source)) if isinstance(source, list) else str(source)
+
+
+def _meta(cell) -> dict:
+    metadata = cell.get("metadata")
+    meta = metadata.get("nbgrader") if isinstance(metadata, dict) else None
+    return meta if isinstance(meta, dict) else {}
 
 
 def student_cells(nb, released) -> list:
     """Code cells written or changed by the student (not exactly a released cell's source)."""
-    course = {c.source for c in released.cells if c.cell_type == "code"}
+    course = _released_sources(released) if released is not None else set()
+    restored = {  # test and read-only cells: nbgrader puts the instructor's source back
+        _meta(c).get("grade_id")
+        for c in (_cells(released) if released is not None else ())
+        if _meta(c).get("locked") or (_meta(c).get("grade") and not _meta(c).get("solution"))
+    } - {None}
     out = []
-    for cell in nb.cells:
-        meta = cell.get("metadata", {}).get("nbgrader", {})
-        if meta.get("locked") or (meta.get("grade") and not meta.get("solution")):
-            continue  # test and read-only cells: nbgrader puts the instructor's source back
-        if cell.cell_type == "code" and cell.source not in course:
+    for cell in _cells(nb):
+        meta = _meta(cell)
+        locked = meta.get("locked") or (meta.get("grade") and not meta.get("solution"))
+        if locked and meta.get("grade_id") in restored:
+            continue  # (a cell the student marked "locked" himself is read like any other)
+        if cell.get("cell_type") == "code" and _src(cell) not in course:
             out.append(cell)
+    return out
+
+
+def _answer_exercises(released) -> dict[str, list[str]]:
+    """{answer cell's grade_id: exercises its test cells check}, read from the released cells."""
+    defined: dict[str, str] = {}  # name defined by an answer cell -> its grade_id
+    for cell in _cells(released):
+        meta = _meta(cell)
+        if meta.get("solution") and cell.get("cell_type") == "code":
+            for name in re.findall(r"^(?:def|class)\s+(\w+)", _src(cell), re.MULTILINE):
+                defined[name] = meta.get("grade_id", "")
+    out: dict[str, list[str]] = {}
+    for cell in _cells(released):
+        if _meta(cell).get("grade"):
+            for exercise, arg in re.findall(r"check_(\w+)\(\s*(\w+)", _src(cell)):
+                if arg in defined and exercise not in out.setdefault(defined[arg], []):
+                    out[defined[arg]].append(exercise)
+    return out
+
+
+class _Source:
+    """One piece of code the kernel may run: a cell or a file, and where to point at it."""
+
+    def __init__(self, where: str, text: str, answer_to: list[str] | None = None):
+        self.where, self.text, self.answer_to = where, text, answer_to or []
+
+
+def _notebook_sources(name: str, nb, released) -> list[_Source]:
+    answers = _answer_exercises(released) if released is not None else {}
+    keep = {id(c) for c in student_cells(nb, released)}
+    out = []
+    for i, cell in enumerate(_cells(nb)):
+        if id(cell) in keep:
+            gid = _meta(cell).get("grade_id")
+            label = f"{name} cell {i}" + (f" ({gid})" if gid else " (added by the student)")
+            out.append(_Source(label, _src(cell), answers.get(gid, []) if gid else []))
     return out
 
 
 def scan_notebook(nb, released) -> list[str]:
     """Flags for every student-written cell of ``nb`` (``released``: the student version)."""
+    return _scan(
+        _notebook_sources("notebook", nb, released), [nb, released], {"notebook": released}
+    )
+
+
+def _read_notebook(path: Path) -> dict | None:
+    try:
+        nb = json.loads(path.read_text(encoding="utf-8", errors="replace"))
+    except ValueError:
+        return None
+    return nb if isinstance(nb, dict) and isinstance(nb.get("cells"), list) else None
+
+
+def scan_submission(folder, released_notebooks: dict) -> list[str]:
+    """Review flags, with evidence, for everything in a submission folder the kernel could run.
+
+    Args:
+        folder: the student's submission folder (or its sealed copy).
+        released_notebooks: {notebook name without .ipynb: released notebook (nbformat or dict)}.
+    Returns:
+        Human-readable flags such as
+        ``"01_self_attention.ipynb cell 7 (softmax_impl) line 3: reads the call stack
+        (inspect.stack): `frames = inspect.stack()`"``. Never raises for what a submission
+        holds: a failure of the scan itself is returned as a flag.
+    """
+    try:
+        return _scan_submission(Path(folder), released_notebooks)
+    except Exception as exc:  # a grader must grade the others whatever one submission holds
+        return [f"the code scan failed ({type(exc).__name__}: {exc}): review the code by hand"]
+
+
+def _scan_submission(root: Path, released_notebooks: dict) -> list[str]:
+    sources: list[_Source] = []
+    notes: list[str] = []
+    notebooks = list(released_notebooks.values())
+    for path in _files(root, notes):
+        rel = path.relative_to(root).as_posix()
+        if path.suffix in COMPILED_SUFFIXES:
+            notes.append(f"{rel}: compiled code beside the notebook (importable, not readable)")
+            continue
+        if path.suffix == ".ipynb":
+            nb = _read_notebook(path)
+            if nb is None:  # not a notebook: read as text
+                sources.append(_Source(rel, path.read_text(encoding="utf-8", errors="replace")))
+                continue
+            notebooks.append(nb)
+            released = released_notebooks.get(path.stem)
+            if released is None:  # another notebook: matched by content to any released one
+                released = {"cells": [c for r in released_notebooks.values() for c in _cells(r)]}
+            sources.extend(_notebook_sources(rel, nb, released))
+        else:
+            sources.append(_Source(rel, path.read_text(encoding="utf-8", errors="replace")))
+    notes += _shadowing(root, list(released_notebooks.values()))
+    return notes + _scan(sources, notebooks, released_notebooks)
+
+
+# Modules whose name a file or folder beside the notebook must not take: the working folder
+# comes first on the kernel's sys.path, so ./torch.py or ./transformer_lab/ would be imported
+# in place of the installed one (by the instructor's cells and by the checks).
+ALWAYS_SHADOWED = {
+    *("transformer_lab", "torch", "numpy", "sitecustomize", "usercustomize", "IPython"),
+    *("ipykernel", "nbgrader", "traitlets", "jupyter_client", "matplotlib", "ipywidgets"),
+}
+
+
+def _shadowing(root: Path, released: list) -> list[str]:
+    """Files or folders beside the notebook named like a module the course imports."""
+    imported = set(ALWAYS_SHADOWED)
+    for nb in released:  # the course's own imports (a student's helpers module is fine)
+        for cell in _cells(nb):
+            imported.update(re.findall(r"^\s*(?:import|from)\s+(\w+)", _src(cell), re.MULTILINE))
+    out = []
+    for item in sorted(root.iterdir()) if root.is_dir() else ():
+        name = (
+            item.name[: -len(item.suffix)] if item.suffix in (".py", ".pyc", ".so") else item.name
+        )
+        is_module = item.suffix in (".py", ".pyc", ".so") or (item.is_dir() and not item.suffix)
+        if is_module and name in imported and not item.is_symlink():
+            out.append(
+                f"{item.name}: named like the module `{name}` the course imports; the kernel "
+                f"would import it instead of the installed one"
+            )
+    return out
+
+
+def _files(root: Path, notes: list[str]) -> list[Path]:
+    """Files to read, walking ``root`` without following symlinks, bounded in count and size."""
+    out: list[Path] = []
+    total = 0
+    for folder, dirs, files in os.walk(root, followlinks=False):
+        dirs[:] = sorted(
+            d for d in dirs if d not in SKIPPED_DIRS and not os.path.islink(os.path.join(folder, d))
+        )
+        for name in sorted(files):
+            path = Path(folder) / name
+            rel = path.relative_to(root).as_posix()
+            if path.is_symlink() or not path.is_file():
+                continue  # never read through a link (the sealed copy reports them)
+            if path.suffix not in READ_SUFFIXES | COMPILED_SUFFIXES:
+                continue
+            size = path.stat().st_size
+            limit = MAX_NOTEBOOK_BYTES if path.suffix == ".ipynb" else MAX_FILE_BYTES
+            if size > limit and path.suffix in DATA_SUFFIXES:
+                continue  # a large data file: only code that reads it can run it
+            if size > limit or total + size > MAX_TOTAL_BYTES or len(out) >= MAX_FILES:
+                notes.append(
+                    f"{rel}: not scanned ({size} bytes; limits {limit} per file, "
+                    f"{MAX_TOTAL_BYTES} and {MAX_FILES} files in all): review by hand"
+                )
+                continue
+            total += size
+            out.append(path)
+    return out
+
+
+def _instructor_code(name: str, released) -> list[tuple[str, str]]:
+    """The released notebook's own code cells (not answers): an answer may call their helpers."""
+    return [
+        (f"{name}.ipynb, the instructor's cell {i}", _src(c))
+        for i, c in enumerate(_cells(released))
+        if c.get("cell_type") == "code" and not _meta(c).get("solution")
+    ]
+
+
+def _scan(sources: list[_Source], notebooks: list, released: dict) -> list[str]:
+    """Flags for ``sources``; ``notebooks`` give the imports, ``released`` the instructor's code."""
+    trees = [
+        _review_tree.parse(_similarity.normalise(_src(c)))
+        for nb in notebooks
+        if nb is not None
+        for c in _cells(nb)
+        if c.get("cell_type") == "code"
+    ]
+    context = {
+        "aliases": _review_tree.aliases_of(trees),  # every import of the notebooks counts
+        "pool": _review_tree.definitions(
+            [(s.where, s.text) for s in sources]
+            + [pair for name, nb in released.items() for pair in _instructor_code(name, nb)]
+        ),
+        "table": _forbidden.forbidden_table(),
+        "reexports": _reexports(),
+        "elsewhere": [],  # (where, line, why, code): found in code an answer reaches
+    }
     flags: list[str] = []
-    for cell in student_cells(nb, released):
-        for flag in scan_source(cell.source):
-            if flag not in flags:
-                flags.append(flag)
-    return flags
+    for source in sources:
+        context.update(answer_to=source.answer_to, where=source.where)
+        try:
+            for line, why, snippet in _findings(source.text, context):
+                flags.append(f"{source.where} line {line}: {why}: `{snippet}`")
+            flags.extend(_copies(source))
+        except (RecursionError, MemoryError, ValueError, SyntaxError) as exc:
+            # e.g. expressions nested thousands deep: never let a submission stop the grader
+            flags.append(
+                f"{source.where}: the code scan could not read it "
+                f"({type(exc).__name__}): review by hand"
+            )
+    for where, line, why, snippet in context["elsewhere"]:
+        flags.append(f"{where} line {line}: {why}: `{snippet[:100]}`")
+    return list(dict.fromkeys(flags))
+
+
+_REEXPORTS: dict[str, str] = {}
+
+
+def _reexports() -> dict[str, str]:
+    if not _REEXPORTS:
+        _REEXPORTS.update(_review_tree.reexports(_similarity.package_sources()))
+    return _REEXPORTS
+
+
+def _copies(source: _Source) -> list[str]:
+    """Units of ``source`` that are structural copies of the package's source."""
+    out = []
+    for unit in _similarity.units_of(source.text, source.where):
+        if unit.size < MIN_FLAG_FINGERPRINTS:
+            continue
+        match = _similarity.best_match(unit)
+        if match is not None and match.containment >= SIMILARITY_THRESHOLD:
+            out.append(match.describe())
+    return out

@@ -5,17 +5,22 @@ starts that kernel inside Debian's ``bwrap`` instead of as a plain child of the 
 
 - **no network** (``--unshare-net``); the kernel talks to the grader over Unix sockets in a
   private folder (ZeroMQ's ``ipc`` transport), not over TCP;
-- **a new root file system** holding only ``/usr`` and a few ``/etc`` files, the Python
-  installation (read-only), the ``transformer_lab`` package (read-only), its own ``/tmp``
-  (a size-limited tmpfs) and a private working folder with a copy of the submission's
-  non-notebook files. ``solutions/``, ``source/``, the gradebook, other students' folders and
-  the instructor's home are not mounted at all;
+- **a new root file system** holding only ``/usr`` and the ``/etc`` files in ``ETC_FILES``,
+  the Python installation (read-only), the ``transformer_lab`` package (read-only), its own
+  ``/tmp`` and its own working folder ``/home/student``: two size-limited tmpfs mounts that
+  exist only inside the sandbox, so the kernel never writes the host's disk. The submission's
+  non-notebook files are copied (never through a symlink, see :mod:`.nofollow`) into a private
+  seed folder, mounted read-only, and copied into the working folder by the launcher before the
+  kernel starts. ``solutions/``, ``source/``, the gradebook, other students' folders and the
+  instructor's home are not mounted at all;
 - **no privileges**: as root, ``bwrap`` sets the mounts up and ``setpriv`` then drops to a
   user id of its own, unused by anyone else (no capabilities, ``no_new_privs``), so that the
   process limit counts this kernel's processes only and no two kernels can touch each other;
   as another user, ``bwrap`` uses an unprivileged user namespace;
 - **limits** (``prlimit``): address space, CPU seconds, processes, size of any file written,
   open files; and new PID, IPC and UTS namespaces, killed with the grader (``--die-with-parent``);
+- **a CPU share of its own** (:mod:`.cpushare`: a cgroup capped at ``cpus`` CPUs, joined
+  before ``bwrap`` starts) and as many torch threads as CPUs in that share;
 - **a clean environment**: only the variables Python, PyTorch and Jupyter need.
 
 Output size is limited by the grader, not here (see ``execute.GuardedExecute``).
@@ -23,6 +28,7 @@ Output size is limited by the grader, not here (see ``execute.GuardedExecute``).
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import subprocess
@@ -33,13 +39,26 @@ from pathlib import Path
 
 from jupyter_client.manager import AsyncKernelManager
 
-__all__ = ["SandboxLimits", "SandboxError", "sandbox_command", "probe", "SandboxKernelManager"]
+__all__ = [
+    "SandboxLimits",
+    "SandboxError",
+    "sandbox_command",
+    "sandbox_env",
+    "probe",
+    "SandboxKernelManager",
+]
 
-# Inside the sandbox: the kernel's working folder (and HOME).
+# Inside the sandbox: the kernel's working folder (and HOME), and the read-only seed folder
+# whose files the launcher copies into it.
 WORKDIR = "/home/student"
+SEED = "/run/tlab-seed"
+# Runs as the kernel's user inside the sandbox, before the kernel: fill the working folder.
+LAUNCHER = f'cp -R --preserve=mode,timestamps {SEED}/. {WORKDIR}/ 2>/dev/null; exec "$@"'
 # Environment variables passed into the sandbox (everything else is dropped).
 KEEP_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "PYTHONPATH", "NBGRADER_EXECUTION")
-KEEP_ENV_PREFIXES = ("JPY_", "TLAB_GRADING", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+KEEP_ENV_PREFIXES = ("JPY_", "TLAB_GRADING")
+THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+# /etc entries the kernel can read (fontconfig for matplotlib, the dynamic linker, users, time).
 ETC_FILES = (
     "ld.so.cache",
     "ld.so.conf",
@@ -51,8 +70,23 @@ ETC_FILES = (
     "fonts",
     "mime.types",
 )
+FONT_CACHE = "/var/cache/fontconfig"
 NOBODY = 65534
 UID_BASE, UID_SPAN = 1_500_000_000, 100_000_000  # per-kernel user ids (as root): unnamed, unused
+
+
+def _sibling(name: str):
+    """A module of this folder, loaded by path (importing the package would import torch)."""
+    import importlib.util
+
+    key = f"_tlab_grading_{name}"
+    if key not in sys.modules:
+        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{name}.py")
+        spec = importlib.util.spec_from_file_location(key, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[key] = module
+        spec.loader.exec_module(module)
+    return sys.modules[key]
 
 
 def new_uid() -> int:
@@ -75,8 +109,10 @@ class SandboxLimits:
         cpu_seconds: CPU time of the kernel process (RLIMIT_CPU), the whole notebook included.
         processes: processes and threads of the sandbox user (RLIMIT_NPROC).
         file_mb: largest file the kernel may write (RLIMIT_FSIZE).
-        tmp_mb: size of the private /tmp and working folder's tmpfs.
+        tmp_mb: size of the private /tmp (a tmpfs in memory).
+        work_mb: size of the working folder /home/student (a tmpfs in memory).
         open_files: open file descriptors (RLIMIT_NOFILE).
+        cpus: CPU share (None: ``$TLAB_SANDBOX_CPUS``, else every CPU of the machine).
     """
 
     memory_mb: int = 4096
@@ -84,7 +120,20 @@ class SandboxLimits:
     processes: int = 256
     file_mb: int = 64
     tmp_mb: int = 256
+    work_mb: int = 256
     open_files: int = 1024
+    cpus: float | None = None
+
+    def cpu_share(self) -> float:
+        """The CPUs one kernel may use (at least 0.1, at most the machine's)."""
+        machine = float(os.cpu_count() or 1)
+        cpus = self.cpus
+        if cpus is None:
+            try:
+                cpus = float(os.environ.get("TLAB_SANDBOX_CPUS") or machine)
+            except ValueError:
+                cpus = machine
+        return min(max(cpus, 0.1), machine)
 
 
 def _bwrap() -> str:
@@ -131,16 +180,22 @@ def sandbox_command(
     kernel_cmd: list[str],
     *,
     course_root: Path,
-    workdir: Path,
     ipc_dir: Path,
+    seed: Path | None = None,
     limits: SandboxLimits = SandboxLimits(),
     uid: int = NOBODY,
+    cgroup_procs: Path | None = None,
 ) -> list[str]:
-    """The full command line: ``bwrap ... [setpriv ...] prlimit ... <kernel_cmd>``.
+    """The full command line: ``[sh (join cgroup)] bwrap ... [setpriv ...] sh (seed) prlimit ...``.
 
-    ``uid`` is the user the kernel runs as when the grader is root (see :func:`new_uid`).
+    ``seed`` holds the files copied into the working folder; ``uid`` is the user the kernel runs
+    as when the grader is root (see :func:`new_uid`); ``cgroup_procs`` is the ``cgroup.procs``
+    file of the kernel's CPU share (:mod:`.cpushare`), joined before ``bwrap`` starts.
     """
-    cmd = [_bwrap(), "--die-with-parent", "--unshare-net", "--unshare-pid", "--unshare-ipc"]
+    cmd = []
+    if cgroup_procs is not None:
+        cmd += ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', str(cgroup_procs)]
+    cmd += [_bwrap(), "--die-with-parent", "--unshare-net", "--unshare-pid", "--unshare-ipc"]
     cmd += ["--unshare-uts", "--unshare-cgroup-try", "--hostname", "sandbox"]
     as_root = os.geteuid() == 0
     if not as_root:
@@ -152,13 +207,20 @@ def sandbox_command(
             cmd += ["--symlink", os.readlink(path), str(path)]
         elif path.is_dir():
             cmd += ["--ro-bind", str(path), str(path)]
+    cmd += ["--perms", "0755", "--dir", "/etc"]
     for name in ETC_FILES:
         path = Path("/etc") / name
         if path.exists():
             cmd += ["--ro-bind", str(path), str(path)]
+    if Path(FONT_CACHE).is_dir():  # fontconfig's system cache: no font scan per kernel
+        cmd += ["--ro-bind", FONT_CACHE, FONT_CACHE]
     cmd += ["--proc", "/proc", "--dev", "/dev"]
     cmd += ["--perms", "1777", "--size", str(limits.tmp_mb << 20), "--tmpfs", "/tmp"]
+    cmd += ["--perms", "0755", "--dir", "/home"]
+    # Owned by the sandbox's root: writable by all, and the kernel's user is the only one inside.
+    cmd += ["--perms", "1777", "--size", str(limits.work_mb << 20), "--tmpfs", WORKDIR]
     made: set[Path] = {Path("/"), Path("/usr"), Path("/tmp"), Path("/etc"), Path("/proc")}
+    made |= {Path("/home"), Path(WORKDIR)}
 
     def parents(target: Path) -> None:
         for parent in reversed(target.parents):
@@ -170,10 +232,12 @@ def sandbox_command(
         parents(root)
         cmd += ["--ro-bind", str(root), str(root)]
         made.add(root)
-    for source, target in ((ipc_dir, ipc_dir), (workdir, Path(WORKDIR))):
-        parents(target)
-        cmd += ["--bind", str(source), str(target)]
-        made.add(target)
+    parents(ipc_dir)
+    cmd += ["--bind", str(ipc_dir), str(ipc_dir)]
+    made.add(ipc_dir)
+    if seed is not None:
+        parents(Path(SEED))
+        cmd += ["--ro-bind", str(seed), SEED]
     # A session of its own: no terminal to inject keystrokes into, and the kernel's SIGINT
     # (sent by ipykernel itself on an interrupt request) reaches only the sandbox.
     cmd += ["--chdir", WORKDIR, "--new-session"]
@@ -183,6 +247,8 @@ def sandbox_command(
         cmd += ["--no-new-privs", "--inh-caps=-all", "--bounding-set=-all"]
     else:
         cmd += ["--cap-drop", "ALL", "--"]
+    if seed is not None:  # as the kernel's user: copy the seed into the tmpfs working folder
+        cmd += ["/bin/sh", "-c", LAUNCHER, "tlab-seed"]
     prlimit = shutil.which("prlimit") or "/usr/bin/prlimit"
     cmd += [
         prlimit,
@@ -197,9 +263,14 @@ def sandbox_command(
     return cmd + list(kernel_cmd)
 
 
-def sandbox_env(env: dict[str, str]) -> dict[str, str]:
-    """The kernel's environment: what Python and Jupyter need, nothing of the instructor's."""
+def sandbox_env(env: dict[str, str], cpus: float | None = None) -> dict[str, str]:
+    """The kernel's environment: what Python and Jupyter need, nothing of the instructor's.
+
+    ``cpus`` (the kernel's CPU share) sets the threads of torch, OpenMP, MKL and OpenBLAS.
+    """
     out = {k: v for k, v in env.items() if k in KEEP_ENV or k.startswith(KEEP_ENV_PREFIXES)}
+    threads = str(max(1, math.floor(cpus if cpus is not None else SandboxLimits().cpu_share())))
+    out.update({name: threads for name in THREAD_ENV})
     out.update(
         HOME=WORKDIR,
         TMPDIR="/tmp",
@@ -213,8 +284,19 @@ def sandbox_env(env: dict[str, str]) -> dict[str, str]:
     return out
 
 
-def _private_dir(prefix: str, uid: int = NOBODY) -> Path:
-    path = Path(tempfile.mkdtemp(prefix=prefix))
+def _memory_dir() -> str | None:
+    """``/dev/shm`` if it is a writable tmpfs (sockets then live in memory, not on disk)."""
+    try:
+        with open("/proc/mounts", encoding="utf-8") as fh:
+            mounts = [line.split() for line in fh]
+    except OSError:
+        return None
+    shm = any(len(m) > 2 and m[1] == "/dev/shm" and m[2] == "tmpfs" for m in mounts)
+    return "/dev/shm" if shm and os.access("/dev/shm", os.W_OK) else None
+
+
+def _private_dir(prefix: str, uid: int = NOBODY, base: str | None = None) -> Path:
+    path = Path(tempfile.mkdtemp(prefix=prefix, dir=base))
     if os.geteuid() == 0:
         os.chown(path, uid, uid)  # the kernel's own user
     path.chmod(0o700)
@@ -224,13 +306,13 @@ def _private_dir(prefix: str, uid: int = NOBODY) -> Path:
 def probe(course_root: Path, limits: SandboxLimits = SandboxLimits()) -> None:
     """Start Python in a sandbox once; raise :class:`SandboxError` saying why if it fails."""
     uid = new_uid()
-    workdir, ipc_dir = _private_dir("tlab-probe-work-", uid), _private_dir("tlab-probe-ipc-", uid)
+    seed, ipc_dir = _private_dir("tlab-probe-seed-", uid), _private_dir("tlab-probe-ipc-", uid)
     try:
         code = "import socket, os; print(os.getuid())"
         cmd = sandbox_command(
             [sys.executable, "-c", code],
             course_root=course_root,
-            workdir=workdir,
+            seed=seed,
             ipc_dir=ipc_dir,
             limits=limits,
             uid=uid,
@@ -250,7 +332,7 @@ def probe(course_root: Path, limits: SandboxLimits = SandboxLimits()) -> None:
                 "running student code with your rights)."
             )
     finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+        shutil.rmtree(seed, ignore_errors=True)
         shutil.rmtree(ipc_dir, ignore_errors=True)
 
 
@@ -264,20 +346,23 @@ class SandboxKernelManager(AsyncKernelManager):
     limits: SandboxLimits = SandboxLimits()
 
     async def _async_pre_start_kernel(self, **kw):
-        # Private folders: Unix sockets + connection file, and the working folder.
+        self._tlab_release()  # a restart: the previous kernel's folders and group
+        # Private folders: Unix sockets + connection file, and the seed of the working folder.
         self._tlab_uid = new_uid() if os.geteuid() == 0 else NOBODY
-        self._tlab_ipc = _private_dir("tlab-ipc-", self._tlab_uid)
-        self._tlab_work = _private_dir("tlab-work-", self._tlab_uid)
+        self._tlab_ipc = _private_dir("tlab-ipc-", self._tlab_uid, _memory_dir())
+        self._tlab_seed = _private_dir("tlab-seed-", self._tlab_uid)
         self.transport = "ipc"
         self.ip = str(self._tlab_ipc / "kernel")
         self.connection_file = str(self._tlab_ipc / "kernel.json")
         cwd = kw.get("cwd")
         if cwd and os.path.isdir(cwd):
-            for item in Path(cwd).iterdir():  # data files next to the notebook, never notebooks
-                if item.is_file() and item.suffix != ".ipynb":
-                    shutil.copy2(item, self._tlab_work / item.name)
-                    if os.geteuid() == 0:
-                        os.chown(self._tlab_work / item.name, self._tlab_uid, self._tlab_uid)
+            # Files next to the notebook, never notebooks, never through a symlink.
+            _sibling("nofollow").copy_without_links(
+                Path(cwd), self._tlab_seed, skip_suffixes=(".ipynb",)
+            )
+        cpus = self.limits.cpu_share()
+        self._tlab_cpus = cpus
+        self._tlab_share = _sibling("cpushare").CpuShare.create(f"kernel-{self._tlab_uid}", cpus)
         return await super()._async_pre_start_kernel(**kw)
 
     async def _async_launch_kernel(self, kernel_cmd, **kw):
@@ -288,14 +373,39 @@ class SandboxKernelManager(AsyncKernelManager):
         kernel_cmd = sandbox_command(
             [*kernel_cmd, "--IPKernelApp.parent_handle=1"],
             course_root=Path(self.course_root),
-            workdir=self._tlab_work,
+            seed=self._tlab_seed,
             ipc_dir=self._tlab_ipc,
             limits=self.limits,
             uid=self._tlab_uid,
+            cgroup_procs=self._tlab_share.procs if self._tlab_share is not None else None,
         )
-        kw["env"] = sandbox_env(dict(kw.get("env") or os.environ))
+        kw["env"] = sandbox_env(dict(kw.get("env") or os.environ), self._tlab_cpus)
         kw.pop("cwd", None)  # bwrap --chdir
         return await super()._async_launch_kernel(kernel_cmd, **kw)
+
+    async def _async_post_start_kernel(self, **kw) -> None:
+        await super()._async_post_start_kernel(**kw)
+        if os.geteuid() == 0:
+            await self._tlab_seal_sockets()
+
+    async def _tlab_seal_sockets(self, wait: float = 120.0) -> None:
+        """Once the kernel has bound its five sockets, take their folder from its user.
+
+        This happens before the grader sends the first cell, so no student cell can ever create
+        a file in the one host folder the sandbox can write.
+        """
+        import asyncio
+        import time
+
+        ports = (self.shell_port, self.iopub_port, self.stdin_port, self.control_port)
+        paths = [f"{self.ip}-{port}" for port in (*ports, self.hb_port)]
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline and await self.is_alive():
+            if all(os.path.exists(path) for path in paths):
+                os.chown(self._tlab_ipc, 0, 0)
+                os.chmod(self._tlab_ipc, 0o755)
+                return
+            await asyncio.sleep(0.02)
 
     async def _async_interrupt_kernel(self) -> None:
         # A signal to bwrap would end the sandbox; ask the kernel over its control channel
@@ -311,7 +421,15 @@ class SandboxKernelManager(AsyncKernelManager):
     async def _async_cleanup_resources(self, restart: bool = False) -> None:
         await super()._async_cleanup_resources(restart=restart)
         if not restart:
-            for attr in ("_tlab_ipc", "_tlab_work"):
-                folder = getattr(self, attr, None)
-                if folder is not None:
-                    shutil.rmtree(folder, ignore_errors=True)
+            self._tlab_release()
+
+    def _tlab_release(self) -> None:
+        for attr in ("_tlab_ipc", "_tlab_seed"):
+            folder = getattr(self, attr, None)
+            if folder is not None:
+                shutil.rmtree(folder, ignore_errors=True)
+                setattr(self, attr, None)
+        share = getattr(self, "_tlab_share", None)
+        if share is not None:
+            share.remove()
+            self._tlab_share = None

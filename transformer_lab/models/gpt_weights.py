@@ -13,7 +13,7 @@ from typing import Any
 from torch import Tensor
 
 from transformer_lab.models._weights import linear_from_conv1d
-from transformer_lab.models.gpt import GPTConfig
+from transformer_lab.models.gpt_config import GPTConfig
 
 __all__ = ["config_from_huggingface", "gpt2_weights"]
 

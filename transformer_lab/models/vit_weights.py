@@ -8,7 +8,7 @@ from typing import Any
 
 from torch import Tensor
 
-from transformer_lab.models.vit import ViTConfig
+from transformer_lab.models.vit_config import ViTConfig
 
 __all__ = ["config_from_huggingface", "vit_weights"]
 

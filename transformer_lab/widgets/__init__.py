@@ -21,6 +21,7 @@
     online_softmax_explorer  the online softmax block by block: running max, sum and output
     attention_cost_explorer  memory and time of attention as T grows, naive vs tiled
     receptive_field_explorer how far a sliding window sees through stacked layers
+    bpe_explorer          byte-pair encoding: how a sentence splits as the merges grow
 
 Explorers whose idea is an exercise take the student's function as their first argument, e.g.
 ``softmax_explorer(softmax)``: it runs on the same inputs as the reference at every slider step,
@@ -59,6 +60,7 @@ ensure_threads_configured()  # the course's thread count (transformer_lab.thread
 
 # explorer name -> module that defines it; loaded on first attribute access (PEP 562).
 _EXPLORERS = {
+    "bpe_explorer": "bpe",
     "softmax_explorer": "softmax",
     "scaling_explorer": "scaling",
     "attention_explorer": "attention_maps",
