@@ -165,6 +165,33 @@ class GPTFromBlocks(nn.Module):
         return self.lm_head(self.norm_f(x))
 ''',
         ),
+        A(
+            "GPT-2's initialisation applied after building: N(0, 0.02) weights, zero biases",
+            """\
+class GPTFromBlocks(nn.Module):
+    \"\"\"GPT-2: token + position embeddings, pre-norm causal blocks, a final norm, a (tied) head.\"\"\"
+
+    def __init__(self, config):
+        super().__init__()
+        c = config
+        self.tok_emb = nn.Embedding(c.vocab_size, c.d_model)
+        self.pos_emb = nn.Embedding(c.max_len, c.d_model)
+        self.blocks = nn.ModuleList(
+            Block(c.d_model, c.n_heads, c.d_ff, activation=c.activation, bias=c.bias, eps=c.eps)
+            for _ in range(c.n_layers)
+        )
+        self.norm_f = LayerNorm(c.d_model, c.eps, c.bias)
+        self.lm_head = nn.Linear(c.d_model, c.vocab_size, bias=False)
+        if c.tie_weights:
+            self.lm_head.weight = self.tok_emb.weight
+        for module in self.modules():
+            if isinstance(module, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(module.weight, mean=0.0, std=0.02)
+                if getattr(module, "bias", None) is not None:
+                    nn.init.zeros_(module.bias)
+"""
+            + _GPT_FORWARD,
+        ),
     ],
     "filter_logits_impl": [
         A(
