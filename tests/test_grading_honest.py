@@ -1,0 +1,140 @@
+"""Honest alternatives get full marks, at the instant check and at grading (issue 22, item 7).
+
+``tests/honest/nb01.py`` ... ``nb09.py`` hold 2-4 honest alternative answers for every exercise
+of the nine notebooks (other RNG calls and orders, other module creation orders, einsum vs
+matmul, loops vs vectorised, float64 inside, ...). Here:
+
+- every alternative passes its exercise's instant check (visible and hidden cases) and the
+  visible asserts of its graded cell, in-process;
+- (slow) for each notebook, submission ``honest_k`` (the solution with every exercise's
+  alternative k in place) is graded through the ``tlab grade`` command in a temporary course,
+  in the sandbox: it must be graded, unflagged, with full marks, and each alternative's graded
+  cell must keep all its points.
+
+Alternatives the grader of today still marks down are listed in :data:`PENDING` with the reason
+measured. Their tests carry the ``honest_pending`` marker and are skipped unless that marker is
+selected (``pytest -m honest_pending tests/test_grading_honest.py``); once the grader grades
+them by behaviour, delete their entries.
+"""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+from honest import NOTEBOOKS, alternatives, harness
+
+# (notebook, grade_id, alternative number) -> why the grader of today takes points (measured
+# 26 November with `tlab grade` in the sandbox; the hidden tests compare raw values with the
+# solution's, so another valid RNG call order or module creation order differs).
+_MLM = "0/3: check_mlm_corrupt differs from the solution's on 58 of 58 hidden cases (raw draws)"
+_BATCH = "0/2: check_next_token_batch differs on 18 of 22 hidden cases (raw start positions)"
+_GPT = "0/2: check_gpt_from_blocks differs on 4 of 13 hidden cases (random initial weights)"
+PENDING: dict[tuple[str, str, int], str] = {
+    **{("06_bert", "mlm_corrupt_impl", k): _MLM for k in (1, 2, 3, 4)},
+    ("07_gpt", "next_token_batch_impl", 1): _BATCH,
+    ("07_gpt", "next_token_batch_impl", 2): _BATCH,
+    ("07_gpt", "gpt_from_blocks_impl", 1): _GPT,
+    ("07_gpt", "gpt_from_blocks_impl", 2): _GPT,
+    # also flagged needs_review: the code scan's "changes attributes by name" pattern matches
+    # the read `getattr(module, "bias", None)` (the space after the comma passes `[^'"]`)
+    ("07_gpt", "gpt_from_blocks_impl", 4): _GPT + "; flagged for getattr(module, 'bias', None)",
+}
+
+
+def _pending(notebook: str, grade_id: str, index: int) -> list:
+    reason = PENDING.get((notebook, grade_id, index))
+    if reason is None:
+        return []
+    return [
+        pytest.mark.honest_pending,
+        pytest.mark.skipif(
+            "'honest_pending' not in config.getoption('markexpr')",
+            reason=f"pending the grader's redesign (issue 22): {reason}",
+        ),
+    ]
+
+
+def _alternative_params():
+    for notebook in NOTEBOOKS:
+        for ex in harness.exercises(notebook):
+            for i in range(1, len(alternatives(notebook).get(ex.grade_id, [])) + 1):
+                yield notebook, ex.grade_id, i
+
+
+ALTERNATIVES = list(_alternative_params())
+
+
+def _id(notebook: str, grade_id: str, index: int) -> str:
+    return f"{notebook[:2]}-{grade_id}-{index}"
+
+
+def test_every_exercise_has_two_to_four_alternatives():
+    for notebook in NOTEBOOKS:
+        table = alternatives(notebook)
+        ids = [ex.grade_id for ex in harness.exercises(notebook)]
+        assert sorted(table) == sorted(ids), notebook
+        for gid, alts in table.items():
+            assert 2 <= len(alts) <= 4, (notebook, gid)
+            solution = next(ex.solution for ex in harness.exercises(notebook) if ex.grade_id == gid)
+            for alt in alts:
+                assert alt.note and alt.source.strip() != solution.strip(), (notebook, gid)
+
+
+@pytest.mark.parametrize(
+    ("notebook", "grade_id", "index"), ALTERNATIVES, ids=[_id(*p) for p in ALTERNATIVES]
+)
+def test_instant_check_passes(notebook, grade_id, index, one_thread):
+    result = harness.instant_result(notebook, grade_id, index)
+    assert result.check is None, f"{result.note}: the instant check says {result.check}"
+    assert result.graded_cell is None, f"{result.note}: the graded cell says {result.graded_cell}"
+
+
+# ------------------------------------------------------------------ grading with `tlab grade`
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    """``graded(notebook)`` -> {student: harness.Graded}; each notebook is graded once."""
+    if shutil.which("bwrap") is None:
+        pytest.skip("bubblewrap is not installed")
+    cache: dict[str, dict] = {}
+
+    def grade(notebook: str) -> dict:
+        if notebook not in cache:
+            root = tmp_path_factory.mktemp(f"honest{notebook[:2]}")
+            harness.build_course(notebook, root, harness.submissions(notebook))
+            cache[notebook] = harness.grade(notebook, root)
+            print("\n" + "\n".join(harness.describe(notebook, cache[notebook])))
+        return cache[notebook]
+
+    return grade
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("notebook", "grade_id", "index"),
+    [pytest.param(*p, marks=_pending(*p), id=_id(*p)) for p in ALTERNATIVES],
+)
+def test_alternative_keeps_its_points(graded, notebook, grade_id, index):
+    ex = next(e for e in harness.exercises(notebook) if e.grade_id == grade_id)
+    result = graded(notebook)[f"honest_{index}"]
+    note = alternatives(notebook)[grade_id][index - 1].note
+    assert ex.tests_id not in result.lost, f"{note}: {result.lost[ex.tests_id]}"
+
+
+def _submission_params():
+    for notebook in NOTEBOOKS:
+        for student, chosen in harness.submissions(notebook).items():
+            k = int(student.rsplit("_", 1)[1])
+            marks = [m for gid in chosen for m in _pending(notebook, gid, k)][:2]
+            yield pytest.param(notebook, student, marks=marks, id=f"{notebook[:2]}-{student}")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("notebook", "student"), list(_submission_params()))
+def test_submission_full_marks_without_flags(graded, notebook, student):
+    result = graded(notebook)[student]
+    assert result.status == "graded", (result.status, result.reason, result.flags)
+    assert not result.flags, result.flags
+    assert result.max_score and result.score == result.max_score, (result.score, result.lost)
