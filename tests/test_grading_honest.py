@@ -27,19 +27,7 @@ from honest import NOTEBOOKS, alternatives, harness
 # (notebook, grade_id, alternative number) -> why the grader of today takes points (measured
 # 26 November with `tlab grade` in the sandbox; the hidden tests compare raw values with the
 # solution's, so another valid RNG call order or module creation order differs).
-_MLM = "0/3: check_mlm_corrupt differs from the solution's on 58 of 58 hidden cases (raw draws)"
-_BATCH = "0/2: check_next_token_batch differs on 18 of 22 hidden cases (raw start positions)"
-_GPT = "0/2: check_gpt_from_blocks differs on 4 of 13 hidden cases (random initial weights)"
-PENDING: dict[tuple[str, str, int], str] = {
-    **{("06_bert", "mlm_corrupt_impl", k): _MLM for k in (1, 2, 3, 4)},
-    ("07_gpt", "next_token_batch_impl", 1): _BATCH,
-    ("07_gpt", "next_token_batch_impl", 2): _BATCH,
-    ("07_gpt", "gpt_from_blocks_impl", 1): _GPT,
-    ("07_gpt", "gpt_from_blocks_impl", 2): _GPT,
-    # also flagged needs_review: the code scan's "changes attributes by name" pattern matches
-    # the read `getattr(module, "bias", None)` (the space after the comma passes `[^'"]`)
-    ("07_gpt", "gpt_from_blocks_impl", 4): _GPT + "; flagged for getattr(module, 'bias', None)",
-}
+PENDING: dict[tuple[str, str, int], str] = {}  # none since the grader runs the checks itself
 
 
 def _pending(notebook: str, grade_id: str, index: int) -> list:

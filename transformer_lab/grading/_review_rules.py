@@ -148,7 +148,7 @@ PATTERNS: list[tuple[str, str]] = [
     (r"publish_display_data|get_ipython|IPython(?!\.display\b)", "talks to the notebook machinery"),
     (r"gradebook|solutions/|\bsubmitted\b|autograded|feedback/", "names the course's files"),
     (
-        r"(?<![.\w])(setattr|delattr)\s*\(|(?<![.\w])getattr\s*\(\s*\w+\s*,\s*[^'\"]",
+        r"(?<![.\w])(setattr|delattr)\s*\(|(?<![.\w])getattr\s*\(\s*\w+\s*,\s*(?![\s'\"])",
         "changes attributes by name",
     ),
 ]
