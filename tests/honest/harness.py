@@ -88,6 +88,12 @@ def exercises(notebook: str) -> list[Exercise]:
     return found
 
 
+def graded_cell_source(notebook: str, tests_id: str) -> str:
+    """The instructor's source of a graded test cell (hidden tests included)."""
+    cells = {_nbgrader(c).get("grade_id"): c for c in _solution_notebook(notebook)["cells"]}
+    return "".join(cells[tests_id]["source"])
+
+
 def _code(source: str) -> str:
     return "\n".join(ln for ln in source.splitlines() if not ln.lstrip().startswith("%"))
 
