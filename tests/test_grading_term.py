@@ -1,0 +1,158 @@
+"""The review workflow (issue 27): flags in nbgrader's gradebook, decisions, resolved exports.
+
+The gradebook is built with nbgrader's own API (no kernels), once in SQLite and once in a
+throw-away PostgreSQL server: the decisions table must work in both.
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+from nbgrader.api import Gradebook
+
+from transformer_lab import cli
+from transformer_lab.grading import decisions
+from transformer_lab.grading.export import _alembic_on_path
+from transformer_lab.grading.report import GRADED, NEEDS_REVIEW, GradingReport, StudentResult
+
+A = "01_topic"
+COURSE = "term-test"
+
+
+def _course(root: Path, url: str) -> Path:
+    _alembic_on_path()  # nbgrader runs `alembic` when it creates a gradebook
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "nbgrader_config.py").write_text(
+        f"c = get_config()\nc.CourseDirectory.course_id = {COURSE!r}\n"
+        f"c.CourseDirectory.db_url = {url!r}\n",
+        encoding="utf-8",
+    )
+    with Gradebook(url, COURSE) as gb:
+        gb.add_assignment(A)
+        gb.add_notebook(A, A)
+        gb.add_grade_cell("c1", A, A, max_score=6, cell_type="code")
+        for sid, auto in (("ada", 6), ("ben", 2), ("cy", 4)):
+            gb.add_student(sid, first_name=sid.title(), last_name="Doe")
+            gb.add_submission(A, sid)
+            grade = gb.find_grade("c1", A, A, sid)
+            grade.auto_score, grade.needs_manual_grade = auto, False
+        gb.db.commit()
+    report = GradingReport(A, max_score=6)
+    report.students["ada"] = StudentResult("ada", GRADED, 6, 6, fingerprint="fa")
+    for sid, score in (("ben", 2), ("cy", 4)):
+        report.students[sid] = StudentResult(
+            sid,
+            NEEDS_REVIEW,
+            score,
+            6,
+            reason="1 flag(s): timeout",
+            flags=["timeout: 1 cell(s) stopped at the 30 s time limit (scored 0)"],
+            notes=["1 cell(s) interrupted at the time limit"],
+            fingerprint=f"f{sid}",
+        )
+    report.graded_now = sorted(report.students)
+    report.save(root)
+    decisions.sync_flags(url, COURSE, report, report.graded_now)
+    return root
+
+
+@pytest.fixture(scope="module")
+def pg_server(postgresql):
+    from pg_server import PostgresServer
+
+    with PostgresServer() as server:
+        yield server
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def course(request, tmp_path):
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'gradebook.db'}"
+    else:
+        name = "term_" + request.node.name.split("[")[0].removeprefix("test_")
+        url = request.getfixturevalue("pg_server").create_database(name)
+    return _course(tmp_path / "course", url), url
+
+
+def _flags(url: str) -> dict[str, bool]:
+    with Gradebook(url, COURSE) as gb:
+        return {sid: gb.find_submission_notebook(A, A, sid).flagged for sid in ("ada", "ben", "cy")}
+
+
+def _canvas(root: Path) -> dict[str, str]:
+    with open(root / "reports" / "canvas_grades.csv", newline="") as fh:
+        return {row[3]: row[5] for row in list(csv.reader(fh))[2:]}
+
+
+def test_review_flags_decides_and_exports(course, capsys):
+    root, url = course
+    # needs_review is nbgrader's flagged: the formgrader's "Flagged?" column lists it.
+    assert _flags(url) == {"ada": False, "ben": True, "cy": True}
+    assert cli.main(["--root", str(root), "export", "--format", "canvas"]) == 0
+    assert _canvas(root) == {"ada": "6", "ben": "", "cy": ""}  # flagged: not uploaded
+
+    assert cli.main(["--root", str(root), "review", A]) == 0
+    out = capsys.readouterr().out
+    assert "2 submission(s) to review" in out and "ben" in out and "cy" in out
+    assert cli.main(["--root", str(root), "review", A, "ben"]) == 0
+    out = capsys.readouterr().out
+    assert "timeout: 1 cell(s) stopped" in out and "decisions: none" in out
+
+    # A decision needs a reason; a score must be in range.
+    assert cli.main(["--root", str(root), "review", A, "ben", "--accept"]) == 1
+    assert "note" in capsys.readouterr().err
+    assert cli.main(["--root", str(root), "review", A, "ben", "--score", "9", "--note", "x"]) == 1
+    capsys.readouterr()
+
+    argv = ["--root", str(root), "review", A, "ben", "--score", "5", "--note", "ran in 2 s here"]
+    assert cli.main([*argv, "--by", "prof"]) == 0
+    assert "score set to 5 by prof" in capsys.readouterr().out
+    assert cli.main(["--root", str(root), "review", A, "cy", "--accept", "--note", "fine"]) == 0
+    assert _flags(url) == {"ada": False, "ben": False, "cy": False}
+    assert cli.main(["--root", str(root), "export", "--format", "canvas"]) == 0
+    assert _canvas(root) == {"ada": "6", "ben": "5", "cy": "4"}
+
+    # Who, when, why: kept in the gradebook's own database.
+    history = decisions.decision_history(url, COURSE, A, "ben")
+    assert [(d.decision, d.score, d.note, d.decided_by) for d in history] == [
+        ("override", 5.0, "ran in 2 s here", "prof")
+    ]
+    assert history[0].decided_at.endswith("UTC")
+
+    # A changed submission needs a new decision: the old one was made on other work.
+    report = GradingReport.load(root, A)
+    report.students["ben"].fingerprint = "changed"
+    report.graded_now = ["ben"]
+    report.save(root)
+    decisions.sync_flags(url, COURSE, report, ["ben"])
+    assert _flags(url)["ben"] is True
+    assert cli.main(["--root", str(root), "export", "--format", "canvas"]) == 0
+    assert _canvas(root)["ben"] == ""
+    assert cli.main(["--root", str(root), "review", A, "ben"]) == 0
+    assert "(on an earlier submission)" in capsys.readouterr().out
+
+
+def test_review_resolved_in_the_formgrader(course, capsys):
+    root, url = course
+    with Gradebook(url, COURSE) as gb:
+        gb.find_grade("c1", A, A, "ben").manual_score = 3  # the formgrader's manual grade
+        gb.find_submission_notebook(A, A, "cy").flagged = False  # the formgrader's flag toggle
+        gb.db.commit()
+    assert cli.main(["--root", str(root), "review", A]) == 0
+    out = capsys.readouterr().out
+    assert "ben resolved in the formgrader (manual grade" in out
+    assert "cy resolved in the formgrader (flag cleared" in out
+    assert "0 submission(s) to review" in out
+    assert cli.main(["--root", str(root), "export", "--format", "canvas"]) == 0
+    assert _canvas(root) == {"ada": "6", "ben": "3", "cy": "4"}
+    who = decisions.decision_history(url, COURSE, A, "ben")
+    assert [(d.decision, d.decided_by) for d in who] == [("formgrader", "formgrader")]
+
+
+def test_review_of_a_student_not_flagged_is_refused(course, capsys):
+    root, _ = course
+    assert cli.main(["--root", str(root), "review", A, "ada", "--accept", "--note", "x"]) == 1
+    assert "status is graded" in capsys.readouterr().err
+    assert cli.main(["--root", str(root), "review", A, "zed"]) == 1
