@@ -98,7 +98,7 @@ def test_review_flags_decides_and_exports(course, capsys):
     assert "2 submission(s) to review" in out and "ben" in out and "cy" in out
     assert cli.main(["--root", str(root), "review", A, "ben"]) == 0
     out = capsys.readouterr().out
-    assert "timeout: 1 cell(s) stopped" in out and "decisions: none" in out
+    assert "timeout: 1 cell(s) stopped" in out and "flagged by tlab grade at" in out
 
     # A decision needs a reason; a score must be in range.
     assert cli.main(["--root", str(root), "review", A, "ben", "--accept"]) == 1
@@ -117,7 +117,8 @@ def test_review_flags_decides_and_exports(course, capsys):
     # Who, when, why: kept in the gradebook's own database.
     history = decisions.decision_history(url, COURSE, A, "ben")
     assert [(d.decision, d.score, d.note, d.decided_by) for d in history] == [
-        ("override", 5.0, "ran in 2 s here", "prof")
+        ("flagged", None, "1 flag(s): timeout", "tlab grade"),
+        ("override", 5.0, "ran in 2 s here", "prof"),
     ]
     assert history[0].decided_at.endswith("UTC")
 
@@ -148,7 +149,21 @@ def test_review_resolved_in_the_formgrader(course, capsys):
     assert cli.main(["--root", str(root), "export", "--format", "canvas"]) == 0
     assert _canvas(root) == {"ada": "6", "ben": "3", "cy": "4"}
     who = decisions.decision_history(url, COURSE, A, "ben")
-    assert [(d.decision, d.decided_by) for d in who] == [("formgrader", "formgrader")]
+    assert [(d.decision, d.decided_by) for d in who] == [
+        ("flagged", "tlab grade"),
+        ("formgrader", "formgrader"),
+    ]
+
+
+def test_a_flag_tlab_never_set_is_not_a_resolution(tmp_path, capsys):
+    root = _course(tmp_path / "course", f"sqlite:///{tmp_path / 'gradebook.db'}")
+    report = GradingReport.load(root, A)
+    report.students["ada"].status = NEEDS_REVIEW  # as if flagged with no flag in nbgrader
+    report.save(root)
+    assert cli.main(["--root", str(root), "review", A]) == 0
+    assert "ada" in capsys.readouterr().out.split("to review")[1].split("reviewed")[0]
+    assert cli.main(["--root", str(root), "export", "--format", "canvas"]) == 0
+    assert _canvas(root)["ada"] == ""
 
 
 def test_review_of_a_student_not_flagged_is_refused(course, capsys):

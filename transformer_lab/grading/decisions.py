@@ -37,6 +37,7 @@ __all__ = [
 
 TABLE = "tlab_review_decisions"
 ACCEPT, OVERRIDE, FORMGRADER = "accept", "override", "formgrader"
+FLAGGED = "flagged"  # not a decision: tlab grade set nbgrader's flag (the evidence it was set)
 
 
 @dataclass
@@ -87,7 +88,7 @@ def _now() -> str:
 
 def record_decision(url: str, course_id: str, decision: Decision) -> Decision:
     """Append ``decision`` to the gradebook's decisions table (earlier ones are kept)."""
-    if decision.decision not in (ACCEPT, OVERRIDE, FORMGRADER):
+    if decision.decision not in (ACCEPT, OVERRIDE, FORMGRADER, FLAGGED):
         raise ValueError(
             f"expected a decision accept, override or formgrader, but got {decision.decision!r}"
         )
@@ -152,7 +153,7 @@ def latest_decisions(url: str, course_id: str, report: GradingReport) -> dict[st
     latest: dict[str, Decision] = {}
     for d in _all_decisions(url, course_id, report.assignment):
         row = report.students.get(d.student_id)
-        if row is not None and row.fingerprint == d.fingerprint:
+        if row is not None and row.fingerprint == d.fingerprint and d.decision != FLAGGED:
             latest[d.student_id] = d
     return latest
 
@@ -171,15 +172,41 @@ def sync_flags(url: str, course_id: str, report: GradingReport, students: list[s
     from nbgrader.api import Gradebook
 
     resolved = latest_decisions(url, course_id, report)
+    flagged_before = _flagged_fingerprints(url, course_id, report.assignment)
+    newly: list[Decision] = []
     with Gradebook(url, course_id) as gb:
         for sid in students:
             row = report.students.get(sid)
             if row is None:
                 continue
             flag = row.status == NEEDS_REVIEW and sid not in resolved
-            for nb in _submission_notebooks(gb, report.assignment, sid):
+            notebooks = _submission_notebooks(gb, report.assignment, sid)
+            for nb in notebooks:
                 nb.flagged = flag
             gb.db.commit()
+            if flag and notebooks and (sid, row.fingerprint) not in flagged_before:
+                newly.append(
+                    Decision(
+                        report.assignment,
+                        sid,
+                        row.fingerprint,
+                        FLAGGED,
+                        None,
+                        row.reason or "needs review",
+                        "tlab grade",
+                        "",
+                    )
+                )
+    for d in newly:
+        record_decision(url, course_id, d)
+
+
+def _flagged_fingerprints(url: str, course_id: str, assignment: str) -> set[tuple[str, str]]:
+    return {
+        (d.student_id, d.fingerprint)
+        for d in _all_decisions(url, course_id, assignment)
+        if d.decision == FLAGGED
+    }
 
 
 def formgrader_resolutions(url: str, course_id: str, report: GradingReport) -> list[Decision]:
@@ -191,11 +218,14 @@ def formgrader_resolutions(url: str, course_id: str, report: GradingReport) -> l
     from nbgrader.api import Gradebook
 
     decided = latest_decisions(url, course_id, report)
+    flagged = _flagged_fingerprints(url, course_id, report.assignment)
     found: list[Decision] = []
     with Gradebook(url, course_id) as gb:
         for sid, row in sorted(report.students.items()):
             if row.status != NEEDS_REVIEW or sid in decided:
                 continue
+            if (sid, row.fingerprint) not in flagged:
+                continue  # tlab never set this flag: a clear one proves nothing
             notebooks = _submission_notebooks(gb, report.assignment, sid)
             if not notebooks:
                 continue
@@ -311,7 +341,7 @@ def review(
         *[f"  - {n}" for n in row.notes],
     ]
     history = decision_history(url, course, assignment, student)
-    lines.append("decisions:" if history else "decisions: none")
+    lines.append("history:" if history else "history: none")
     for d in history:
         stale = "" if d.fingerprint == row.fingerprint else " (on an earlier submission)"
         lines.append(f"  {_describe(d)}{stale}")
@@ -319,6 +349,8 @@ def review(
 
 
 def _describe(d: Decision) -> str:
+    if d.decision == FLAGGED:
+        return f"flagged by {d.decided_by} at {d.decided_at}: {d.note}"
     what = {
         ACCEPT: "score accepted",
         OVERRIDE: f"score set to {d.score:g}" if d.score is not None else "override",
