@@ -171,3 +171,46 @@ def test_review_of_a_student_not_flagged_is_refused(course, capsys):
     assert cli.main(["--root", str(root), "review", A, "ada", "--accept", "--note", "x"]) == 1
     assert "status is graded" in capsys.readouterr().err
     assert cli.main(["--root", str(root), "review", A, "zed"]) == 1
+
+
+def test_the_guides_postgres_steps_run_as_written(pg_server, tmp_path):
+    """The guide's non-interactive role and database creation, against a throw-away cluster."""
+    import os
+    import subprocess
+
+    guide = (Path(__file__).resolve().parents[1] / "docs" / "instructor_guide.md").read_text()
+    start = guide.index("PW=$(openssl rand -hex 16)")
+    end = guide.index("\n", guide.index("createdb --owner grader transformer_lab", start))
+    script = guide[start:end]
+    assert "sudo" not in script and "--pwprompt" not in script
+    if pg_server.owner is None:  # not root: the guide's `runuser -u postgres --` needs root
+        script = script.replace("runuser -u postgres -- ", "")
+    else:
+        script = script.replace("runuser -u postgres --", f"runuser -u {pg_server.owner} --")
+    env = {**os.environ, "PGHOST": str(pg_server.dir), "PGUSER": pg_server.user}
+    env["PGDATABASE"] = "postgres"  # as Debian's postgres user connects by default
+    done = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", script + '\necho "$PW"'],
+        env=env,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    password = done.stdout.strip().splitlines()[-1]
+    assert len(password) == 32
+    import psycopg
+
+    with psycopg.connect(host=str(pg_server.dir), user=pg_server.user, dbname="postgres") as conn:
+        row = conn.execute(
+            "SELECT r.rolcanlogin, a.rolpassword IS NOT NULL, d.datname FROM pg_roles r "
+            "JOIN pg_authid a ON a.rolname = r.rolname "
+            "JOIN pg_database d ON d.datdba = r.oid WHERE r.rolname = 'grader'"
+        ).fetchone()
+    assert row == (True, True, "transformer_lab")
+    url = f"postgresql+psycopg://grader@/transformer_lab?host={pg_server.dir}"
+    _alembic_on_path()
+    from transformer_lab.grading.database import graded_in_gradebook
+
+    assert graded_in_gradebook(url, COURSE, A) == set()  # nbgrader made its tables as grader
