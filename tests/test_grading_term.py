@@ -214,3 +214,50 @@ def test_the_guides_postgres_steps_run_as_written(pg_server, tmp_path):
     from transformer_lab.grading.database import graded_in_gradebook
 
     assert graded_in_gradebook(url, COURSE, A) == set()  # nbgrader made its tables as grader
+
+
+@pytest.mark.slow
+def test_a_real_term_flag_review_export_and_a_new_gradebook(bwrap, tmp_path, capsys):
+    """tlab grade flags a hanging submission in nbgrader, the review resolves it, the export
+    writes it; pointing the course at a new, empty gradebook regrades instead of trusting
+    the local report."""
+    import shutil
+
+    from test_grading_e2e import FULL, HANG, _submit, answer
+    from test_grading_e2e import A as FA
+
+    repo = Path(__file__).resolve().parents[1]
+    root = tmp_path / "course"
+    root.mkdir()
+    config = (repo / "nbgrader_config.py").read_text()
+    (root / "nbgrader_config.py").write_text(config)
+    shutil.copytree(Path(__file__).parent / "fixtures" / "course" / "solutions", root / "solutions")
+    assert cli.main(["--root", str(root), "release"]) == 0
+    _submit(root, "ada", answer(**FULL))
+    _submit(root, "hal", answer(**{**FULL, "attention_impl": HANG}))
+    limits = ["--timeout", "5", "--quiet"]
+    cli.main(["--root", str(root), "grade", FA, *limits])
+    report = GradingReport.load(root, FA)
+    assert report.students["hal"].status == NEEDS_REVIEW, report.students["hal"]
+    url = f"sqlite:///{root / 'gradebook.db'}"
+    with Gradebook(url, "transformer-lab") as gb:
+        flagged = {s.student.id: s.notebooks[0].flagged for s in gb.find_assignment(FA).submissions}
+    assert flagged == {"ada": False, "hal": True}  # the formgrader's "Flagged?" column
+
+    note = ["--note", "hangs only in attention"]
+    assert cli.main(["--root", str(root), "review", FA, "hal", "--score", "3", *note]) == 0
+    capsys.readouterr()
+    assert cli.main(["--root", str(root), "export", "--format", "canvas"]) == 0
+    rows = list(csv.reader(open(root / "reports" / "canvas_grades.csv", newline="")))
+    assert {r[3]: r[5] for r in rows[2:]} == {"ada": "6", "hal": "3"}
+
+    # A new, empty gradebook: "earlier run" must not be believed; the change is said.
+    (root / "nbgrader_config.py").write_text(
+        config + f"\nc.CourseDirectory.db_url = 'sqlite:///{root / 'new.db'}'\n"
+    )
+    cli.main(["--root", str(root), "grade", FA, *limits, "--student", "ada"])
+    out = capsys.readouterr().out
+    assert "the gradebook changed since the last run" in out
+    assert "This run: 1 submission(s)" in out  # unchanged, yet regraded: not in this gradebook
+    with Gradebook(f"sqlite:///{root / 'new.db'}", "transformer-lab") as gb:
+        assert gb.find_submission(FA, "ada").score == 6
