@@ -71,3 +71,74 @@ def test_course_config_has_no_unrecognised_execute_option(tmp_path, caplog):
         Execute(config=cfg)
     assert "not recognized" not in caplog.text
     assert "allow_errors" not in cfg.get("Execute", {})
+
+
+@pytest.mark.browser
+def test_in_chromium_the_flag_shows_and_the_autograde_button_is_refused(chromium, tmp_path):
+    """JupyterLab's formgrader in headless Chromium: tlab's flag is in the "Flagged?" column and
+    the Autograde button answers with the refusal, leaving tlab's autograded notebook alone."""
+    import secrets
+    import sys
+
+    from nbgrader.api import Gradebook
+    from playwright.sync_api import expect, sync_playwright
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from browser_helpers import CHROMIUM_ARGS, free_port, start_lab, stop
+
+    from transformer_lab.grading import decisions
+    from transformer_lab.grading.report import GRADED, NEEDS_REVIEW, GradingReport, StudentResult
+
+    _alembic_on_path()
+    root = tmp_path / "course"
+    _course(root)
+    url = f"sqlite:///{root / 'gradebook.db'}"
+    with open(root / "nbgrader_config.py", "a") as fh:
+        fh.write(f"\nc.CourseDirectory.db_url = {url!r}\n")
+    with Gradebook(url, "transformer-lab") as gb:
+        gb.add_assignment(A)
+        gb.add_notebook(A, A)
+        gb.add_grade_cell("c1", A, A, max_score=6, cell_type="code")
+        for sid in ("ada", "ben"):
+            gb.add_student(sid)
+            gb.add_submission(A, sid)
+            grade = gb.find_grade("c1", A, A, sid)
+            grade.auto_score, grade.needs_manual_grade = 3, False
+        gb.db.commit()
+    report = GradingReport(A, max_score=6)
+    report.students["ada"] = StudentResult("ada", GRADED, 3, 6, fingerprint="a")
+    report.students["ben"] = StudentResult(
+        "ben", NEEDS_REVIEW, 3, 6, reason="timeout", fingerprint="b"
+    )
+    decisions.sync_flags(url, "transformer-lab", report, ["ada", "ben"])
+    shutil.copytree(root / "autograded/ada", root / "autograded/ben")  # listed only when graded
+
+    token, port = secrets.token_hex(16), free_port()
+    # nbgrader reads nbgrader_config.py from the server's working directory: the course.
+    proc = start_lab(root, root, port, token, tmp_path / "jupyterlab.log")
+    base = f"http://127.0.0.1:{port}/formgrader"
+    try:
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(
+                executable_path=str(chromium), headless=True, args=CHROMIUM_ARGS
+            )
+            page = browser.new_page()
+            page.goto(f"http://127.0.0.1:{port}/tree?token={token}")  # logs in (a cookie)
+            page.goto(f"{base}/gradebook/{A}/{A}")
+            flag = page.locator("td.flagged span.glyphicon-flag")
+            expect(flag).to_have_count(1, timeout=30_000)
+            expect(page.locator("td.flagged")).to_have_count(2)  # ada's and ben's rows
+            page.get_by_text("Show All Names").click()
+            expect(page.locator("tr", has=flag)).to_contain_text("ben")
+
+            page.goto(f"{base}/manage_submissions/{A}")
+            ada = page.locator("tr", has_text="ada").locator("td.autograde a")
+            expect(ada).to_have_count(1, timeout=30_000)
+            ada.click()
+            modal = page.locator("#error-modal")
+            expect(modal).to_be_visible(timeout=60_000)
+            expect(modal).to_contain_text("tlab grade ASSIGNMENT --student STUDENT")
+            browser.close()
+    finally:
+        stop(proc)
+    assert (root / "autograded/ada" / A / "marker").read_text() == "graded by tlab"
