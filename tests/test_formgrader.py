@@ -8,6 +8,8 @@ converter refuses before it touches a file or the gradebook, and says what to ru
 
 from __future__ import annotations
 
+import contextlib
+import io
 import logging
 import shutil
 from pathlib import Path
@@ -110,6 +112,7 @@ def test_in_chromium_the_flag_shows_and_the_autograde_button_is_refused(chromium
     report.students["ben"] = StudentResult(
         "ben", NEEDS_REVIEW, 3, 6, reason="timeout", fingerprint="b"
     )
+    report.save(root)
     decisions.sync_flags(url, "transformer-lab", report, ["ada", "ben"])
     shutil.copytree(root / "autograded/ada", root / "autograded/ben")  # listed only when graded
 
@@ -131,6 +134,21 @@ def test_in_chromium_the_flag_shows_and_the_autograde_button_is_refused(chromium
             page.get_by_text("Show All Names").click()
             expect(page.locator("tr", has=flag)).to_contain_text("ben")
 
+            # The review resolved in the formgrader: ben's page, the flag toggled off.
+            link = page.locator("tr", has=flag).locator("a[href*='/formgrader/submissions/']")
+            page.goto(f"http://127.0.0.1:{port}" + link.first.get_attribute("href"))
+            page.wait_for_load_state("networkidle")
+            page.wait_for_function("typeof formgrader !== 'undefined'")
+            # The flag toggle (Ctrl+Shift+F on this page): the page's own handler.
+            page.evaluate("formgrader.flag()")
+            for _ in range(100):
+                with Gradebook(url, "transformer-lab") as gb:
+                    if not gb.find_submission_notebook(A, A, "ben").flagged:
+                        break
+                page.wait_for_timeout(100)
+            else:
+                raise AssertionError("the formgrader did not clear ben's flag")
+
             page.goto(f"{base}/manage_submissions/{A}")
             ada = page.locator("tr", has_text="ada").locator("td.autograde a")
             expect(ada).to_have_count(1, timeout=30_000)
@@ -142,3 +160,9 @@ def test_in_chromium_the_flag_shows_and_the_autograde_button_is_refused(chromium
     finally:
         stop(proc)
     assert (root / "autograded/ada" / A / "marker").read_text() == "graded by tlab"
+    from transformer_lab import cli
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert cli.main(["--root", str(root), "review", A]) == 0
+    assert "ben resolved in the formgrader (flag cleared" in out.getvalue()
