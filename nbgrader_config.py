@@ -44,13 +44,18 @@ c.CourseDirectory.ignore = [
 c.Execute.timeout = 30
 c.Execute.interrupt_on_timeout = True
 c.Execute.startup_timeout = 60
-c.Execute.allow_errors = True
+# (nbgrader's Execute always continues after errors; its allow_errors is not configurable.)
 
 # --- Release ----------------------------------------------------------------------------
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
 c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 
 # --- Autograde --------------------------------------------------------------------------
+# Only `tlab grade` autogrades: nbgrader's own Autograde (the formgrader's Autograde button,
+# `nbgrader autograde`) would run student code in its own process, unsandboxed, and delete
+# tlab's autograded notebook first. It is refused before it touches anything, with a message
+# saying what to run instead (transformer_lab/grading/formgrader_guard.py).
+c.Autograde.exporter_class = "transformer_lab.grading.formgrader_guard.TlabOnlyExporter"
 # Edited test cells are restored from the gradebook (nbgrader's default). Deleted graded cells
 # are restored by `tlab grade` before nbgrader sees the notebook: nbgrader 0.9.6's own
 # `add_missing_cells` raises KeyError when the deleted cell follows a non-graded cell.

@@ -264,10 +264,10 @@ def test_export_canvas_and_moodle_from_postgres_then_regrade(pg_class):
     ]
     by_id = {row[2]: (row[4], row[5]) for row in moodle[1:]}
     assert by_id["ben"] == ("0", "")  # a real zero stays a zero
-    assert by_id["dee"][0] == "" and by_id["dee"][1].startswith(
+    assert by_id["dee"][0] == "-" and by_id["dee"][1].startswith(
         "NOT GRADED: not graded: the kernel died"
     )
-    assert by_id["eve"][0] == "" and "not a notebook" in by_id["eve"][1]
+    assert by_id["eve"][0] == "-" and "not a notebook" in by_id["eve"][1]
     missing = _read_csv(out_dir / "not_graded.csv")
     assert sorted(r[0] for r in missing[1:]) == ["dee", "eve"]
 

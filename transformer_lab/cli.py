@@ -3,7 +3,9 @@
     tlab author [PATHS] [--check]     tags -> nbgrader metadata, strip outputs, validate
     tlab release [--check]            regenerate notebooks/ from solutions/ (or verify it)
     tlab grade ASSIGNMENT [options]   autograde + feedback + export, with a status report
-    tlab export [ASSIGNMENTS]         Canvas and Moodle grade files (not graded = empty, never 0)
+    tlab review ASSIGNMENT [STUDENT]  flagged submissions: list, show evidence, accept or override
+    tlab roster import FILE           the Canvas or Moodle class list into nbgrader's students
+    tlab export [ASSIGNMENTS]         Canvas and Moodle grade files (not graded is never 0)
 
 Run ``tlab COMMAND --help`` for the options. Exit status: 0 on success, 1 when a check fails
 or something could not be done, 2 for bad usage.
@@ -112,7 +114,17 @@ def _cmd_export(args) -> int:
     from transformer_lab.grading.export import export
 
     formats = ("canvas", "moodle") if args.format == "all" else (args.format,)
-    grades, written = export(_root(args), args.assignments or None, args.out, formats)
+    canvas_ids = {}
+    for item in args.canvas_id or []:
+        key, sep, cid = item.partition("=")
+        if not sep or not cid.strip().isdigit():
+            print(
+                f"tlab export: error: expected --canvas-id NOTEBOOK=12345, but got {item!r}",
+                file=sys.stderr,
+            )
+            return 2
+        canvas_ids[key.strip()] = cid.strip()
+    grades, written = export(_root(args), args.assignments or None, args.out, formats, canvas_ids)
     missing = grades.missing()
     print(
         f"tlab export: {len(grades.students)} student(s) x {len(grades.columns)} notebook(s); "
@@ -124,6 +136,51 @@ def _cmd_export(args) -> int:
         print(f"  ... and {len(missing) - 20} more (see not_graded.csv)")
     for path in written:
         print(f"wrote {path}")
+    for lms in formats:
+        if not grades.has_roster(lms):
+            print(
+                f"warning: no {lms.capitalize()} roster imported (tlab roster import), so the rows "
+                f"could not be checked; "
+                + (
+                    "Canvas will match them only by SIS Login ID."
+                    if lms == "canvas"
+                    else "map Moodle's import to ID number."
+                )
+            )
+    if grades.unmatched:
+        print(
+            f"{len(grades.unmatched)} row(s) LEFT OUT because the LMS cannot match them (unmatched.csv):"
+        )
+        for sid, lms, why in grades.unmatched[:20]:
+            print(f"  {sid:<16} {lms:<7} {why}")
+        return 1
+    return 0
+
+
+def _cmd_review(args) -> int:
+    from transformer_lab.grading.decisions import review
+
+    print(
+        review(
+            _root(args),
+            args.assignment,
+            args.student,
+            args.accept,
+            args.score,
+            args.note or "",
+            args.by or "",
+        )
+    )
+    return 0
+
+
+def _cmd_roster(args) -> int:
+    from transformer_lab.grading.roster import import_roster
+
+    lms, n = import_roster(_root(args), args.file, args.id_column)
+    print(
+        f"tlab roster import: {n} student(s) from a {lms.capitalize()} export into the gradebook."
+    )
     return 0
 
 
@@ -215,7 +272,29 @@ def build_parser() -> argparse.ArgumentParser:
         "--format", choices=["canvas", "moodle", "all"], default="all", help="which LMS file(s)"
     )
     p.add_argument("--out", type=Path, default=None, help="output folder (default: reports/)")
+    p.add_argument(
+        "--canvas-id",
+        action="append",
+        metavar="NOTEBOOK=ID",
+        help="Canvas assignment id of a column, written as 'NOTEBOOK (ID)' (repeatable)",
+    )
     p.set_defaults(func=_cmd_export)
+
+    p = sub.add_parser("review", help="list, show and decide submissions flagged for review")
+    p.add_argument("assignment")
+    p.add_argument("student", nargs="?", help="show this student's evidence (or decide)")
+    p.add_argument("--accept", action="store_true", help="keep the autograded score")
+    p.add_argument("--score", type=float, default=None, help="use this score instead")
+    p.add_argument("--note", help="why (required with --accept or --score)")
+    p.add_argument("--by", help="who decides (default: your user name)")
+    p.set_defaults(func=_cmd_review)
+
+    p = sub.add_parser("roster", help="import the class list exported by Canvas or Moodle")
+    rsub = p.add_subparsers(dest="roster_command", required=True)
+    r = rsub.add_parser("import", help="students (names, ids, emails) into nbgrader's gradebook")
+    r.add_argument("file", type=Path, help="Canvas gradebook export or Moodle grade export (CSV)")
+    r.add_argument("--id-column", help="column holding the JupyterHub user name")
+    r.set_defaults(func=_cmd_roster)
     return parser
 
 

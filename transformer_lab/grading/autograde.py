@@ -129,12 +129,14 @@ def grade(root: Path, assignment: str, options: GradeOptions | None = None) -> G
             )
         all_students = [s for s in all_students if s in options.students]
     all_students = select_shard(all_students, options.shard)
+    url = gradebook_url(root)
     try:
-        check_driver_available(gradebook_url(root))
+        check_driver_available(url)
     except ValueError as exc:
         raise CourseError(str(exc)) from None
+    in_gradebook, course_id = _gradebook_state(root, url, assignment, report)
 
-    # Which submissions need (re)grading?
+    # Which submissions need (re)grading? The gradebook decides what is graded already.
     todo: list[str] = []
     prints: dict[str, str] = {}
     for sid in all_students:
@@ -145,6 +147,7 @@ def grade(root: Path, assignment: str, options: GradeOptions | None = None) -> G
             or previous is None
             or previous.status not in (GRADED, NEEDS_REVIEW)
             or previous.fingerprint != prints[sid]
+            or sid not in in_gradebook
         ):
             todo.append(sid)
 
@@ -413,8 +416,32 @@ def grade(root: Path, assignment: str, options: GradeOptions | None = None) -> G
         report.graded_now.append(sid)
     for folder in backups.values():  # only this run's students: other shards keep theirs
         shutil.rmtree(folder, ignore_errors=True)
+    if report.graded_now:  # the formgrader's "Flagged?" column shows needs_review (decisions.py)
+        from transformer_lab.grading.decisions import sync_flags
+
+        sync_flags(url, course_id, report, report.graded_now)
     save_merged(report, root)
     return report
+
+
+def _gradebook_state(root: Path, url: str, assignment: str, report) -> tuple[set[str], str]:
+    """(students graded in the gradebook, course id); warns when the gradebook URL changed."""
+    from transformer_lab.grading.database import graded_in_gradebook, redacted
+    from transformer_lab.grading.decisions import course_id_of
+    from transformer_lab.grading.export import _alembic_on_path
+
+    _alembic_on_path()
+    course_id = course_id_of(root)
+    seen = report.store_path(root, assignment).with_suffix(".gradebook")
+    before = seen.read_text(encoding="utf-8").strip() if seen.is_file() else ""
+    if before and before != redacted(url):
+        report.warnings.append(
+            f"the gradebook changed since the last run (was {before}, now {redacted(url)}): "
+            "submissions it has no grades for are graded again"
+        )
+    seen.parent.mkdir(parents=True, exist_ok=True)
+    seen.write_text(redacted(url) + "\n", encoding="utf-8")
+    return graded_in_gradebook(url, course_id, assignment), course_id
 
 
 def _timed_out(event: dict | None) -> bool:

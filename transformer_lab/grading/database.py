@@ -216,3 +216,25 @@ def guard_gradebook(url: str) -> None:
 
         Gradebook.__init__ = init
         GenerateAssignment.start = start
+
+
+def graded_in_gradebook(url: str, course_id: str, assignment: str) -> set[str]:
+    """Students whose submission of ``assignment`` has grades in the gradebook at ``url``."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    guard_gradebook(url)
+    with Gradebook(url, course_id) as gb:
+        try:
+            found = gb.find_assignment(assignment)
+        except MissingEntry:
+            return set()
+        return {
+            sub.student_id
+            for sub in found.submissions
+            if sub.notebooks and all(nb.grades for nb in sub.notebooks)
+        }
+
+
+def redacted(url: str) -> str:
+    """``url`` without its password, safe to print and to store."""
+    return _redact(url)
