@@ -19,9 +19,11 @@ from __future__ import annotations
 import ast
 import base64
 import builtins
+import functools
 import importlib
 import json
 import pickle
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -90,7 +92,11 @@ class RemoteKernel:
         self.notes: list[str] = []  # what the kernel's values showed (for the review flags)
 
     def request(self, **request: Any) -> dict:
-        payload = base64.b64encode(pickle.dumps(request, protocol=4)).decode()
+        try:
+            payload = base64.b64encode(pickle.dumps(request, protocol=4)).decode()
+        except Exception as exc:  # the grader's own arguments: its failure, never the student's
+            self.problems.append(f"could not send a check's arguments ({exc})")
+            raise NotSendable(f"the grader could not send these arguments ({exc})") from None
         expression = (
             f"__import__('transformer_lab.checks._serve', fromlist=['serve']).serve({payload!r})"
         )
@@ -251,12 +257,21 @@ def _call(kernel: RemoteKernel, target: dict, args: tuple, kwargs: dict) -> Any:
     items, sink = _guards.active_forbidden()
     grad_enabled = torch.is_grad_enabled()
     leaves = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
+    # The checks' call monitor (a profile hook) watches this process, where no student code
+    # runs; switched off for the round trip, it would otherwise see every call of the client.
+    hook = sys.getprofile()
+    sys.setprofile(None)
     try:
-        pickle.dumps((args, kwargs), protocol=4)
-    except Exception as exc:  # the grader's own arguments: its failure, never the student's
-        kernel.problems.append(f"could not send a check's arguments ({exc})")
-        raise NotSendable(f"the grader could not send these arguments ({exc})") from None
-    answer = kernel.request(
+        answer = _send_call(kernel, target, args, kwargs, items, grad_enabled, leaves)
+    finally:
+        sys.setprofile(hook)
+    if sink is not None:
+        sink.extend(str(c) for c in answer.get("calls") or [])
+    return _received(kernel, answer, args, kwargs, leaves)
+
+
+def _send_call(kernel, target, args, kwargs, items, grad_enabled, leaves) -> dict:
+    return kernel.request(
         op="call",
         target=target,
         args=tuple(_detach_for_wire(a) for a in args),
@@ -265,8 +280,10 @@ def _call(kernel: RemoteKernel, target: dict, args: tuple, kwargs: dict) -> Any:
         grad_enabled=grad_enabled,
         grad=bool(leaves) and grad_enabled,
     )
-    if sink is not None:
-        sink.extend(str(c) for c in answer.get("calls") or [])
+
+
+def _received(kernel, answer: dict, args: tuple, kwargs: dict, leaves: list) -> Any:
+    """The call's value, with the arguments the student's function changed written back."""
     value = kernel.answer(answer)
     for key, new in (answer.get("mutated") or {}).items():
         old = args[int(key)] if key.isdigit() and int(key) < len(args) else kwargs.get(key)
@@ -326,6 +343,7 @@ def _forbidden_spec(items: list) -> list[dict]:
     return spec
 
 
+@functools.lru_cache(maxsize=256)
 def _code_ref(code) -> str | None:
     """'module:qualname' of the function that owns ``code`` (found through sys.modules)."""
     import os
