@@ -237,12 +237,30 @@ def _solution(notebook: str, grade_id: str) -> str:
         ("07", "generate_greedy_impl", "check_generate_greedy", "generate_greedy"),
         ("02", "torch_mha_impl", "check_to_torch_mha", "to_torch_mha"),
         ("08", "linear_to_conv_impl", "check_linear_to_conv", "linear_to_conv"),
+        ("00", "count_pairs_impl", "check_count_pairs", "count_pairs"),
     ],
 )
 def test_solutions_whose_arguments_or_results_are_objects(kernel, notebook, grade_id, check, name):
     from transformer_lab.heads import KVCache
 
-    kernel.namespace["KVCache"] = KVCache
+    from transformer_lab import bpe
+
+    kernel.namespace.update(KVCache=KVCache, bpe=bpe)
     _define(kernel, _solution(notebook, grade_id))
     verdict = _judge(kernel, check, name)
+    assert verdict.passed, verdict.failure
+
+
+def test_dicts_with_tuple_keys_and_counters_come_back_as_dicts(kernel):
+    _define(
+        kernel,
+        "from collections import Counter\n"
+        "def count_pairs(words):\n"
+        "    c = Counter()\n"
+        "    for word, n in words.items():\n"
+        "        for a, b in zip(word, word[1:]):\n"
+        "            c[(a, b)] += n\n"
+        "    return c\n",
+    )
+    verdict = _judge(kernel, "check_count_pairs", "count_pairs")
     assert verdict.passed, verdict.failure

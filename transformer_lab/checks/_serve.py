@@ -82,9 +82,14 @@ def _encode(value: Any, depth: int = 0, attribute: bool = False) -> Any:
             "seq": kind.__name__,
             "items": [_encode(v, depth + 1) for v in value],
         }
-    if kind is dict or type(value).__name__ == "OrderedDict":
-        if all(isinstance(k, str) for k in value):
+    if isinstance(value, dict) and type(value).__module__ in ("builtins", "collections"):
+        if all(type(k) is str for k in value):  # dict, OrderedDict, Counter, defaultdict
             return {"dict": {k: _encode(v, depth + 1) for k, v in value.items()}}
+        return {"items": [[_encode(k, depth + 1), _encode(v, depth + 1)] for k, v in value.items()]}
+    if kind in (set, frozenset):
+        return {"set": kind.__name__, "items": [_encode(v, depth + 1) for v in value]}
+    if kind is bytes:
+        return {"bytes": base64.b64encode(value).decode()}
     return {"handle": _keep(value), "type": _type_name(value)}
 
 

@@ -140,6 +140,19 @@ class RemoteKernel:
             return tuple(items) if item["seq"] == "tuple" else items
         if "dict" in item:
             return {str(k): self.decode(v) for k, v in dict(item["dict"]).items()}
+        if "items" in item and "seq" not in item and "set" not in item:
+            try:
+                return dict((self.decode(k), self.decode(v)) for k, v in item["items"])
+            except (TypeError, ValueError):
+                raise RemoteError("a dict key that cannot be a key") from None
+        if "set" in item:
+            values = [self.decode(v) for v in item.get("items", [])]
+            try:
+                return frozenset(values) if item["set"] == "frozenset" else set(values)
+            except TypeError:
+                raise RemoteError("a set item that cannot be hashed") from None
+        if "bytes" in item:
+            return base64.b64decode(str(item["bytes"]))
         if "dtype" in item:
             name = str(item["dtype"])
             if name not in _DTYPES:
