@@ -39,3 +39,51 @@ def test_bad_inputs_name_what_was_expected():
         distance_from_span(torch.zeros(3), torch.zeros(2, 3))
     with pytest.raises(ValueError, match="basis must have last dimension"):
         distance_from_span(torch.zeros(2, 3), torch.zeros(2, 4))
+
+
+# --- positions beyond the training length (notebook 03) ------------------------------------
+from transformer_lab.extrapolation import (  # noqa: E402
+    PreviousTokenModel,
+    accuracy_by_position,
+    train_previous_token,
+)
+
+
+@pytest.fixture(scope="module")
+def previous_token_models():
+    return {
+        kind: train_previous_token(kind, train_len=8, max_len=32, steps=150)
+        for kind in ("sinusoidal", "learned")
+    }
+
+
+def test_both_kinds_learn_the_task_at_the_training_length(previous_token_models):
+    for kind, model in previous_token_models.items():
+        assert accuracy_by_position(model, 8).min() > 0.95, kind
+
+
+def test_learned_rows_never_trained_give_chance_accuracy(previous_token_models):
+    far = accuracy_by_position(previous_token_models["learned"], 32)[16:]  # positions 17..31
+    assert far.mean() < 0.2  # chance is 1/16
+
+
+def test_sinusoidal_positions_fail_far_beyond_the_training_length(previous_token_models):
+    far = accuracy_by_position(previous_token_models["sinusoidal"], 32)[16:]
+    assert far.mean() < 0.5
+
+
+def test_attention_weights_are_causal_and_sum_to_one():
+    model = PreviousTokenModel("learned", vocab_size=5, d_model=8, max_len=6)
+    logits, weights = model(torch.randint(5, (2, 6)), return_weights=True)
+    assert logits.shape == (2, 6, 5) and weights.shape == (2, 6, 6)
+    assert torch.allclose(weights.sum(-1), torch.ones(2, 6))
+    assert weights.triu(1).abs().max() == 0
+
+
+def test_previous_token_inputs_are_checked():
+    with pytest.raises(ValueError, match="kind must be one of"):
+        PreviousTokenModel("rotary", 5, 8, 6)
+    with pytest.raises(ValueError, match="max_len=6"):
+        PreviousTokenModel("learned", 5, 8, 6)(torch.zeros(1, 7, dtype=torch.long))
+    with pytest.raises(ValueError, match="train_len must lie in"):
+        train_previous_token("learned", train_len=40, max_len=32)
