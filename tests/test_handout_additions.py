@@ -87,3 +87,53 @@ def test_previous_token_inputs_are_checked():
         PreviousTokenModel("learned", 5, 8, 6)(torch.zeros(1, 7, dtype=torch.long))
     with pytest.raises(ValueError, match="train_len must lie in"):
         train_previous_token("learned", train_len=40, max_len=32)
+
+
+# --- in-context learning in miniature (notebook 07) ----------------------------------------
+from transformer_lab.induction import (  # noqa: E402
+    AttentionOnlyModel,
+    induction_score,
+    repeat_losses,
+    repeated_sequences,
+    train_induction,
+)
+
+
+def test_repeated_sequences_repeat_their_first_half():
+    ids = repeated_sequences(3, 5, 7, torch.Generator().manual_seed(0))
+    assert ids.shape == (3, 10) and ids.max() < 7
+    assert torch.equal(ids[:, :5], ids[:, 5:])
+
+
+def test_attention_only_model_is_causal():
+    torch.manual_seed(0)
+    model = AttentionOnlyModel(vocab_size=9, d_model=8, max_len=12)
+    ids = torch.randint(9, (2, 12))
+    changed = ids.clone()
+    changed[:, 7] = (changed[:, 7] + 1) % 9
+    (logits, maps), (logits_changed, _) = model(ids), model(changed)
+    assert torch.allclose(logits[:, :7], logits_changed[:, :7], atol=1e-6)
+    assert not torch.allclose(logits[:, 7:], logits_changed[:, 7:])
+    assert len(maps) == 2 and maps[0].shape == (2, 12, 12)
+
+
+def test_induction_score_of_a_perfect_and_of_a_uniform_head():
+    L = 4
+    perfect = torch.zeros(2 * L, 2 * L)
+    for t in range(L, 2 * L):
+        perfect[t, t - L + 1] = 1.0
+    assert induction_score(perfect, L) == 1.0
+    uniform = torch.full((2 * L, 2 * L), 1.0 / (2 * L))
+    assert torch.isclose(induction_score(uniform, L), torch.tensor(1.0 / (2 * L)))
+    with pytest.raises(ValueError, match="weights must be"):
+        induction_score(perfect, 3)
+
+
+def test_training_makes_the_second_copy_predictable():
+    model, history = train_induction(steps=400, seed=0)
+    assert len(history) == 400
+    first, second = repeat_losses(model, length=10)
+    assert first > 3.0  # random tokens stay near chance, ln 32 = 3.47
+    assert second < 1.5  # the repeat is read from the context
+    _, maps = model(repeated_sequences(32, 10, 32, torch.Generator().manual_seed(3)))
+    assert induction_score(maps[-1], 10) > 0.5
