@@ -137,3 +137,64 @@ def test_training_makes_the_second_copy_predictable():
     assert second < 1.5  # the repeat is read from the context
     _, maps = model(repeated_sequences(32, 10, 32, torch.Generator().manual_seed(3)))
     assert induction_score(maps[-1], 10) > 0.5
+
+
+# --- read-outs: tagging and the last token (notebook 06) -----------------------------------
+from transformer_lab.models import BertConfig  # noqa: E402
+from transformer_lab.readouts import (  # noqa: E402
+    ReadoutClassifier,
+    TokenTagger,
+    last_token_states,
+    same_as_previous_batch,
+    token_tagging_loss,
+)
+
+
+def test_last_token_states_skip_the_padding():
+    hidden = torch.arange(2 * 4 * 3, dtype=torch.float32).view(2, 4, 3)
+    mask = torch.tensor([[1, 1, 1, 1], [1, 1, 0, 0]], dtype=torch.bool)
+    expected = torch.stack([hidden[0, 3], hidden[1, 1]])
+    assert torch.equal(last_token_states(hidden, mask), expected)
+    assert torch.equal(last_token_states(hidden), hidden[:, -1])
+    with pytest.raises(ValueError, match="attention_mask must have shape"):
+        last_token_states(hidden, mask[:, :3])
+    with pytest.raises(ValueError, match="at least one real token"):
+        last_token_states(hidden, torch.zeros(2, 4, dtype=torch.bool))
+
+
+def test_tagging_loss_equals_torch_with_ignored_padding():
+    torch.manual_seed(0)
+    logits, tags = torch.randn(2, 5, 3), torch.randint(3, (2, 5))
+    mask = torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]], dtype=torch.bool)
+    reference = torch.nn.functional.cross_entropy(
+        logits.reshape(-1, 3), tags.masked_fill(~mask, -100).reshape(-1), ignore_index=-100
+    )
+    assert torch.allclose(token_tagging_loss(logits, tags, mask), reference)
+    with pytest.raises(ValueError, match="tags and attention_mask must have shape"):
+        token_tagging_loss(logits, tags[:, :4], mask)
+
+
+def test_same_as_previous_tags():
+    ids, mask, tags = same_as_previous_batch(64, 10, 4, torch.Generator().manual_seed(0))
+    assert ids.shape == mask.shape == tags.shape == (64, 10)
+    assert (ids[~mask] == 0).all() and (tags[~mask] == 0).all() and (ids[mask] > 0).all()
+    for b in range(4):
+        for t in range(1, 10):
+            expected = int(bool(mask[b, t]) and ids[b, t].item() == ids[b, t - 1].item())
+            assert tags[b, t].item() == expected
+
+
+def test_readout_models_read_where_they_say():
+    torch.manual_seed(0)
+    config = BertConfig.tiny(vocab_size=7, max_len=6, n_layers=1, d_model=16, d_ff=32, dropout=0.0)
+    ids, mask = torch.randint(1, 7, (2, 6)), torch.tensor([[1] * 6, [1] * 3 + [0] * 3]).bool()
+    last = ReadoutClassifier(config, read="last").eval()
+    hidden = last.bert(ids, mask).last_hidden_state
+    assert torch.allclose(last(ids, mask), last.classifier(hidden[[0, 1], [5, 2]]), atol=1e-6)
+    cls = ReadoutClassifier(config, read="cls").eval()
+    assert torch.allclose(
+        cls(ids, mask), cls.classifier(cls.bert(ids, mask).last_hidden_state[:, 0]), atol=1e-6
+    )
+    assert TokenTagger(config, n_tags=3)(ids, mask).shape == (2, 6, 3)
+    with pytest.raises(ValueError, match="read must be one of"):
+        ReadoutClassifier(config, read="mean")
