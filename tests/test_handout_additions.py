@@ -198,3 +198,45 @@ def test_readout_models_read_where_they_say():
     assert TokenTagger(config, n_tags=3)(ids, mask).shape == (2, 6, 3)
     with pytest.raises(ValueError, match="read must be one of"):
         ReadoutClassifier(config, read="mean")
+
+
+# --- batching by length (notebook 05) ------------------------------------------------------
+from transformer_lab.length_batching import (  # noqa: E402
+    batches_by_length,
+    padding_tokens,
+    random_batches,
+)
+
+
+def test_padding_tokens_by_hand():
+    lengths = [1, 5, 2, 2]
+    assert padding_tokens(lengths, [torch.tensor([0, 1]), torch.tensor([2, 3])]) == 4 + 0
+    assert padding_tokens(lengths, [torch.tensor([0, 2, 3]), torch.tensor([1])]) == 1
+
+
+def test_batches_cover_every_index_once():
+    g = torch.Generator().manual_seed(0)
+    lengths = torch.randint(1, 20, (103,), generator=g)
+    for batches in (batches_by_length(lengths, 10, g), random_batches(103, 10, g)):
+        assert sorted(torch.cat(batches).tolist()) == list(range(103))
+        assert max(len(b) for b in batches) == 10
+
+
+def test_sorting_by_length_needs_the_least_padding():
+    g = torch.Generator().manual_seed(1)
+    lengths = torch.randint(1, 30, (500,), generator=g)
+    sorted_pad = padding_tokens(lengths, batches_by_length(lengths, 16, g))
+    random_pad = padding_tokens(lengths, random_batches(500, 16, g))
+    assert sorted_pad < random_pad / 3
+    # sorted batches are contiguous runs of the sorted lengths: padding is within each run
+    brute = sum(
+        int(run.max()) * len(run) - int(run.sum()) for run in torch.sort(lengths).values.split(16)
+    )
+    assert sorted_pad == brute
+
+
+def test_length_batching_inputs_are_checked():
+    with pytest.raises(ValueError, match="batch_size must be a positive integer"):
+        batches_by_length([1, 2], 0)
+    with pytest.raises(ValueError, match="lengths must be a 1-D sequence"):
+        batches_by_length([[1, 2]], 2)
