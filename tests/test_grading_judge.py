@@ -241,9 +241,8 @@ def _solution(notebook: str, grade_id: str) -> str:
     ],
 )
 def test_solutions_whose_arguments_or_results_are_objects(kernel, notebook, grade_id, check, name):
-    from transformer_lab.heads import KVCache
-
     from transformer_lab import bpe
+    from transformer_lab.heads import KVCache
 
     kernel.namespace.update(KVCache=KVCache, bpe=bpe)
     _define(kernel, _solution(notebook, grade_id))
