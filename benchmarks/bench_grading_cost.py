@@ -64,6 +64,8 @@ def main() -> None:
     parser.add_argument("--baseline", default="992c820")
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
+    if args.quick:  # the smoke test: two submissions, one round, the target not judged
+        args.students, args.rounds = 2, 1
     setup(args)
     results = []
     with tempfile.TemporaryDirectory(prefix="tlab-bench-cost-") as tmp:
@@ -98,6 +100,7 @@ def main() -> None:
                     f"grading cost <= {TARGET}x the baseline",
                     ratio <= TARGET,
                     f"{ratio:.2f}x ({best['now']:.2f} s vs {best['baseline']:.2f} s)",
+                    quick=args.quick,
                 )
             )
         finally:
