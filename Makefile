@@ -72,7 +72,7 @@ test: $(DEV_STAMP)  ## run the whole test suite (about 10 min on 2 cores)
 	$(PYTEST)
 
 test-quick: $(DEV_STAMP)  ## everything but the slow tests (grading, notebooks, training, browser)
-	$(PYTEST) -m "not slow"
+	$(PYTEST) -m "not slow and not browser"
 
 # The system programs some tests drive (Debian or Ubuntu, as root). Without them those tests skip.
 deps:  ## (as root) install bubblewrap, PostgreSQL and Chromium with apt-get
