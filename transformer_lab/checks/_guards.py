@@ -605,10 +605,6 @@ def hidden_seed(seed: int) -> int:
     return int.from_bytes(digest[:7], "big")
 
 
-def record_call(check_name: str, case_name: str, out: Any) -> None:
-    """Kept for checks written against the older grader (records nothing now)."""
-
-
 def findings() -> list[str]:
     """What looks like tampering right now: modes, replaced functions and modules, threads."""
     import threading

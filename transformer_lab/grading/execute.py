@@ -15,8 +15,8 @@
 - **stderr is not failure.** nbgrader scores a graded cell 0 when it wrote anything to stderr;
   a debug print or a warning must not cost points, so stderr output of graded cells is kept
   but marked as stdout (prefixed ``[stderr]``).
-- **Output size.** Each cell keeps at most ``max_output_chars`` characters of text output
-  (the autograded notebook and the feedback are built from it); the rest is dropped with a note.
+- **Output size.** Every output of every type counts against per-cell and per-notebook budgets
+  (:mod:`.outputs`); ``max_output_chars`` bounds the text of a cell.
 - **Guards.** Before the first cell the kernel imports ``transformer_lab.checks`` and enters
   grading mode (its checks only say that the grader decides; an audit hook notes suspicious
   events, reported as review flags); before each cell it is told whether the cell is student
