@@ -15,6 +15,7 @@ missing and how to install it; the header of every run lists what was found.
 Parallel runs (``make test``: pytest-xdist, ``-n auto``; how tests are shared out is in
 ``tests/parallel.py``): each worker gets its own ``tmp_path`` tree and PostgreSQL cluster, and
 torch a share of the cores (two workers with two threads each on two cores fight over them).
+Every run ends with the seconds each test file took (``tests/timing.py``).
 """
 
 import os
@@ -25,10 +26,13 @@ import pytest
 import torch
 from components import COMPONENTS, report_lines
 from parallel import make_scheduler, order_key
+from timing import FileTimes
 from torch import nn
 
 
 def pytest_configure(config):
+    if not hasattr(config, "workerinput"):  # the controller (or a plain run) prints the table
+        config.pluginmanager.register(FileTimes(), "file_times")
     for c in COMPONENTS.values():
         config.addinivalue_line(
             "markers", f"{c.marker}: needs {c.what} (skipped, saying why, where it is missing)"
