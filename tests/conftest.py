@@ -26,12 +26,15 @@ import pytest
 import torch
 from components import COMPONENTS, report_lines
 from parallel import make_scheduler, order_key
-from timing import FileTimes
+from timing import CpuPerPhase, FileTimes
 from torch import nn
 
 
 def pytest_configure(config):
-    if not hasattr(config, "workerinput"):  # the controller (or a plain run) prints the table
+    # tests/timing.py: each process running tests measures CPU; the controller prints the table
+    if not (config.getoption("numprocesses", None) and not hasattr(config, "workerinput")):
+        config.pluginmanager.register(CpuPerPhase(), "cpu_per_phase")
+    if not hasattr(config, "workerinput"):
         config.pluginmanager.register(FileTimes(), "file_times")
     for c in COMPONENTS.values():
         config.addinivalue_line(
