@@ -20,6 +20,7 @@ tokens add up to ``len(text)`` even when a token ends inside a character.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -99,7 +100,7 @@ def encode_characters(text: str, train_fraction: float = 0.9) -> EncodedText:
     return EncodedText("characters", ids[:split], ids[split:], ones)
 
 
-def chars_per_token(merges) -> Tensor:
+def chars_per_token(merges: Sequence[tuple[int, int]]) -> Tensor:
     """(256 + len(merges),) long: the characters each BPE token covers, i.e. the UTF-8 bytes
     in it that start a character (every byte but the continuation bytes 0b10xxxxxx)."""
     vocab = bpe.token_bytes(merges)
