@@ -82,12 +82,13 @@ _EXPLORERS = {
     "online_softmax_explorer": "scale",
     "attention_cost_explorer": "scale",
     "receptive_field_explorer": "scale",
-    "layer_norm_explorer": "blocks",
-    "residual_explorer": "blocks",
+    "layer_norm_explorer": "layer_norm",
+    "residual_explorer": "residual",
     "mlm_explorer": "bert",
     "minilm_attention_explorer": "minilm",
     "similarity_explorer": "minilm",
-    **{"generation_explorer": "gpt", "gpt_attention_explorer": "gpt"},
+    "generation_explorer": "generation",
+    "gpt_attention_explorer": "gpt_attention",
 }
 
 __all__ = [*_EXPLORERS, "GradingPlaceholder"]
