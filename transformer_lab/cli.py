@@ -158,7 +158,7 @@ def _cmd_export(args) -> int:
 
 
 def _cmd_review(args) -> int:
-    from transformer_lab.grading.decisions import review
+    from transformer_lab.grading.review_command import review
 
     print(
         review(
