@@ -6,7 +6,7 @@ attention (3) and a causal mask (1). One batch grades 11 students, each in the s
 per-cell timeout is 15 s and the hang budget 20 s, so the hanging student costs about 30 s.
 Tricks that used to be merely caught are now also flagged (status needs_review). Then a second run
 checks that nothing is regraded or lost, and a third that a failed regrade keeps the old score.
-Finally every assignment in solutions/ is graded (full solution = full marks, untouched = 0).
+The real course's assignments are graded in tests/test_grading_real_course.py.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import pytest
 
 from transformer_lab import cli
 from transformer_lab.grading.autograde import GradeOptions, grade
-from transformer_lab.grading.course import list_assignments, run_driver
+from transformer_lab.grading.course import run_driver
 from transformer_lab.grading.notebook_repair import restore_missing_cells
 from transformer_lab.grading.report import GRADED, NEEDS_REVIEW, NOT_GRADED
 
@@ -331,43 +331,3 @@ def test_a_hung_process_is_reported_and_the_others_still_graded(tmp_path, monkey
         and "stopped responding" in report.students["b"].reason
     )
     assert report.students["a"].status == GRADED and report.students["c"].status == GRADED
-
-
-# ---------------------------------------------------------------------------------------------
-# The real course: every assignment in solutions/ (skipped while there is none).
-REAL = list_assignments(REPO / "solutions")
-
-
-@pytest.fixture(scope="module")
-def real_course(tmp_path_factory, bwrap):
-    """All real assignments released once; two submissions each: the solution and the release."""
-    root = tmp_path_factory.mktemp("real_course")
-    shutil.copy(REPO / "nbgrader_config.py", root / "nbgrader_config.py")
-    shutil.copytree(
-        REPO / "solutions", root / "solutions", ignore=shutil.ignore_patterns(".ipynb_checkpoints")
-    )
-    assert cli.main(["--root", str(root), "release"]) == 0
-    for assignment in REAL:
-        for student, source in (
-            ("solution", root / "solutions"),
-            ("untouched", root / "notebooks"),
-        ):
-            shutil.copytree(source / assignment, root / "submitted" / student / assignment)
-    return root
-
-
-@pytest.mark.skipif(not REAL, reason="solutions/ holds no assignment yet")
-@pytest.mark.parametrize("assignment", REAL)
-def test_real_assignment_full_marks_and_zero(real_course, assignment):
-    started = time.monotonic()
-    report = grade(
-        real_course, assignment, GradeOptions(timeout=60, budget=240.0, quiet=True, feedback=False)
-    )
-    print(
-        f"\n{assignment}: graded 2 submissions in {time.monotonic() - started:.1f} s "
-        f"({', '.join(f'{s}: {r.seconds}s' for s, r in sorted(report.students.items()))})"
-    )
-    sol, untouched = report.students["solution"], report.students["untouched"]
-    assert sol.status == GRADED and untouched.status == GRADED, (sol.reason, untouched.reason)
-    assert report.max_score and sol.score == report.max_score, sol
-    assert untouched.score == 0, untouched
