@@ -6,7 +6,7 @@
     integrity   pre-flight of submissions: invalid files, deleted graded cells restored
     execute     nbgrader Execute in the sandbox; graded cells decided by the judge
     judge       the graded cells' checks, run in the grading process (every point decided there)
-    remote      the student's functions in the kernel as local proxies (checks._serve answers)
+    remote      the student's functions in the kernel as local proxies (checks.engine.serve answers)
     feedback    feedback preprocessors that keep hidden tests hidden
     report      the per-assignment status CSV that never shows "could not grade" as 0
     course      locating the course and running nbgrader in a child process

@@ -69,7 +69,7 @@ except Exception:
 
 CONTEXT_CODE = """\
 try:
-    __import__("sys").modules["transformer_lab.checks._guards"].context({student})
+    __import__("sys").modules["transformer_lab.checks.engine.guards"].context({student})
 except Exception:
     pass
 """

@@ -118,7 +118,7 @@ def judge_cell(kernel, source: str, secret: str, budget: float = 300.0) -> Verdi
     import torch
 
     from transformer_lab import checks
-    from transformer_lab.checks import _guards
+    from transformer_lab.checks.engine import guards as _guards
     from transformer_lab.grading.remote import RemoteError, RemoteTimeout
 
     verdict = Verdict(passed=True)
