@@ -229,7 +229,7 @@ sys.addaudithook(lambda event, args: None)
 atexit.register(print, "bye")
 """
 GUARDS = """\
-from transformer_lab.checks.engine import guards as _guards
+from transformer_lab.checks.engine import grading_hooks as _guards
 _guards._STATE["student"] = False
 """
 CHECKS_PRIVATE = """\
@@ -477,7 +477,7 @@ ATTACKS: dict[str, tuple[dict, list, dict, list[str]]] = {
         [
             (
                 "softmax_impl",
-                "from transformer_lab.checks import _diagnose as d\nd.same = lambda *a: True\n",
+                "from transformer_lab.checks.engine import diagnose as d\nd.same = lambda *a: True\n",
             )
         ],
         {},

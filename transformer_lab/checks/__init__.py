@@ -65,6 +65,7 @@ import importlib
 import pkgutil
 import sys
 
+from transformer_lab.checks.engine import grading_hooks as _hooks
 from transformer_lab.checks.engine import guards as _guards
 from transformer_lab.checks.engine.api import EXERCISES, diagnose
 from transformer_lab.checks.engine.core import CheckFailed
@@ -84,9 +85,9 @@ def verify_integrity() -> None:
 
 
 # checks.check_<name> for every exercise; under grading, a hidden check sends its results to
-# the grader (see _guards.hidden_entry). checks.EXERCISES keeps the unwrapped checks.
+# the grader (see engine.grading_hooks.hidden_entry). checks.EXERCISES keeps the unwrapped checks.
 for _exercise in REGISTRY.values():
-    globals()[_exercise.check.__name__] = _guards.hidden_entry(_exercise.check)
+    globals()[_exercise.check.__name__] = _hooks.hidden_entry(_exercise.check)
 
 __all__ = [e.check.__name__ for e in REGISTRY.values()] + [
     "Sublayers",

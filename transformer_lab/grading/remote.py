@@ -202,7 +202,7 @@ def _tensor(item: dict) -> torch.Tensor:
 
 
 def _exception(error: dict) -> BaseException:
-    from transformer_lab.checks.engine.guards import ReferenceUsed
+    from transformer_lab.checks.engine.forbid import ReferenceUsed
 
     name, message = str(error.get("type", "Exception")), str(error.get("message", ""))
     if name == "ReferenceUsed":
@@ -263,9 +263,9 @@ class RemoteFunction:
 
 
 def _call(kernel: RemoteKernel, target: dict, args: tuple, kwargs: dict) -> Any:
-    from transformer_lab.checks.engine import guards as _guards
+    from transformer_lab.checks.engine import grading_hooks
 
-    items, sink = _guards.active_forbidden()
+    items, sink = grading_hooks.active_forbidden()
     grad_enabled = torch.is_grad_enabled()
     leaves = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
     # The checks' call monitor (a profile hook) watches this process, where no student code

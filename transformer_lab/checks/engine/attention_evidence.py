@@ -14,7 +14,8 @@ from transformer_lab import attention as _ref
 from transformer_lab import heads as _heads
 from transformer_lab.checks.engine.core import Mistake
 from transformer_lab.checks.engine.diagnose import softmax_zeros
-from transformer_lab.checks.engine.guards import TRUSTED, Forbidden
+from transformer_lab.checks.engine.forbid import Forbidden
+from transformer_lab.checks.engine.guards import TRUSTED
 from transformer_lab.checks.engine.messages import signature_hint
 
 ATOL, RTOL = 1e-5, 1e-4

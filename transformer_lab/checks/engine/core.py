@@ -24,13 +24,8 @@ from torch import Tensor
 
 from transformer_lab.checks.engine import diagnose as _diagnose
 from transformer_lab.checks.engine.expect import ExpectMixin, _clone
-from transformer_lab.checks.engine.guards import (
-    TRUSTED,
-    Forbidden,
-    ReferenceUsed,
-    forbid,
-    verify,
-)
+from transformer_lab.checks.engine.forbid import Forbidden, ReferenceUsed, forbid
+from transformer_lab.checks.engine.guards import TRUSTED, verify
 from transformer_lab.checks.engine.messages import (
     CheckFailed,
     common_error_hint,

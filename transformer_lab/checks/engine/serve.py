@@ -24,7 +24,8 @@ from typing import Any
 
 import torch
 
-from transformer_lab.checks.engine.guards import Forbidden, ReferenceUsed, findings, forbid
+from transformer_lab.checks.engine.forbid import Forbidden, ReferenceUsed, forbid
+from transformer_lab.checks.engine.grading_hooks import findings
 
 __all__ = ["serve"]
 
@@ -298,7 +299,7 @@ def serve(payload: str) -> str:
         elif op == "vjp":
             answer = _vjp(request)
         elif op == "findings":
-            from transformer_lab.checks.engine.guards import _STATE
+            from transformer_lab.checks.engine.grading_hooks import _STATE
 
             answer = {"out": findings() if _STATE["grading"] else []}
         elif op == "reset":

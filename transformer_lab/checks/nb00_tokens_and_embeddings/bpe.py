@@ -16,7 +16,7 @@ from typing import Any
 from transformer_lab import bpe as _bpe
 from transformer_lab import bpe as _ref
 from transformer_lab.checks.engine.core import Case, Runner, generator, kind_of
-from transformer_lab.checks.engine.guards import Forbidden
+from transformer_lab.checks.engine.forbid import Forbidden
 from transformer_lab.checks.engine.messages import signature_hint as _signature_hint
 from transformer_lab.checks.registry import Cell, Exercise, register
 

@@ -13,7 +13,8 @@ import torch
 import torch.nn.functional as F
 
 from transformer_lab.checks.engine.core import Case, Runner, generator, kind_of
-from transformer_lab.checks.engine.guards import TRUSTED, Forbidden
+from transformer_lab.checks.engine.forbid import Forbidden
+from transformer_lab.checks.engine.guards import TRUSTED
 from transformer_lab.checks.engine.messages import signature_hint as _signature_hint
 from transformer_lab.checks.registry import Cell, Exercise, register
 

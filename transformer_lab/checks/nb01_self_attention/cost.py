@@ -10,7 +10,8 @@ import torch
 
 from transformer_lab import attention as _ref
 from transformer_lab.checks.engine.core import Case, Runner, generator, kind_of
-from transformer_lab.checks.engine.guards import TRUSTED, Forbidden
+from transformer_lab.checks.engine.forbid import Forbidden
+from transformer_lab.checks.engine.guards import TRUSTED
 from transformer_lab.checks.engine.messages import signature_hint
 from transformer_lab.checks.registry import Cell, Exercise, register
 from transformer_lab.utils import MultiplyAddCounter

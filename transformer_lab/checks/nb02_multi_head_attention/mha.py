@@ -16,7 +16,7 @@ from torch import Tensor, nn
 
 from transformer_lab import heads as _ref
 from transformer_lab.checks.engine.core import Case, Mistake, Runner, describe_args, generator
-from transformer_lab.checks.engine.guards import Forbidden
+from transformer_lab.checks.engine.forbid import Forbidden
 from transformer_lab.checks.engine.messages import signature_hint as _signature_hint
 from transformer_lab.checks.registry import Cell, Exercise, register
 

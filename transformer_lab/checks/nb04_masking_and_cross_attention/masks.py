@@ -11,7 +11,7 @@ import torch
 
 from transformer_lab import masks as _ref
 from transformer_lab.checks.engine.core import Case, Mistake, Runner, describe_args, generator
-from transformer_lab.checks.engine.guards import Forbidden
+from transformer_lab.checks.engine.forbid import Forbidden
 from transformer_lab.checks.engine.messages import signature_hint as _signature_hint
 from transformer_lab.checks.registry import Cell, Exercise, register
 

@@ -19,7 +19,8 @@ from transformer_lab import bert_inputs as _ref
 from transformer_lab import masks as _masks
 from transformer_lab.checks.engine.core import Case, Mistake, Runner, describe_args, generator
 from transformer_lab.checks.engine.fallback import verdict
-from transformer_lab.checks.engine.guards import TRUSTED, Forbidden
+from transformer_lab.checks.engine.forbid import Forbidden
+from transformer_lab.checks.engine.guards import TRUSTED
 from transformer_lab.checks.engine.messages import signature_hint as _signature_hint
 from transformer_lab.checks.nb06_bert.bert_evidence import (
     batch_dependence,

@@ -15,7 +15,8 @@ from torch import nn
 from transformer_lab import bert_inputs as _ref
 from transformer_lab.checks.engine.core import Case, Mistake, Runner, generator
 from transformer_lab.checks.engine.fallback import verdict
-from transformer_lab.checks.engine.guards import TRUSTED, Forbidden
+from transformer_lab.checks.engine.forbid import Forbidden
+from transformer_lab.checks.engine.guards import TRUSTED
 from transformer_lab.checks.nb06_bert.bert import _hint, _signature_hint
 from transformer_lab.checks.nb06_bert.bert_heads_evidence import (
     cls_trace,

@@ -21,7 +21,8 @@ import torch
 
 from transformer_lab import bert_inputs as _ref
 from transformer_lab.checks.engine.core import Case, Runner, generator
-from transformer_lab.checks.engine.guards import TRUSTED, Forbidden
+from transformer_lab.checks.engine.forbid import Forbidden
+from transformer_lab.checks.engine.guards import TRUSTED
 from transformer_lab.checks.nb06_bert.bert import _signature_hint
 from transformer_lab.checks.registry import Cell, Exercise, register
 from transformer_lab.models import apply_bert_masking as _apply_bert_masking

@@ -19,7 +19,8 @@ from torch import nn
 
 from transformer_lab.blocks import Block
 from transformer_lab.checks.engine.core import Case, Runner, describe_args, generator
-from transformer_lab.checks.engine.guards import TRUSTED, Forbidden
+from transformer_lab.checks.engine.forbid import Forbidden
+from transformer_lab.checks.engine.guards import TRUSTED
 from transformer_lab.checks.engine.messages import signature_hint
 from transformer_lab.checks.nb07_gpt.gpt_mistakes import gpt_mistakes
 from transformer_lab.checks.registry import Cell, Exercise, register

@@ -19,7 +19,8 @@ import torch
 from torch import Tensor
 
 from transformer_lab.checks.engine.core import Case, Runner, describe_args, generator
-from transformer_lab.checks.engine.guards import TRUSTED, Forbidden
+from transformer_lab.checks.engine.forbid import Forbidden
+from transformer_lab.checks.engine.guards import TRUSTED
 from transformer_lab.checks.engine.messages import signature_hint
 from transformer_lab.checks.registry import Cell, Exercise, register
 from transformer_lab.models import gpt as _gpt

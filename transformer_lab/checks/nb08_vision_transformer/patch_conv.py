@@ -9,7 +9,8 @@ import torch
 from torch import nn
 
 from transformer_lab.checks.engine.core import Case, Runner, generator
-from transformer_lab.checks.engine.guards import TRUSTED, Forbidden
+from transformer_lab.checks.engine.forbid import Forbidden
+from transformer_lab.checks.engine.guards import TRUSTED
 from transformer_lab.checks.nb08_vision_transformer.exercise_hints import _conv_tip, _hint
 from transformer_lab.checks.registry import Cell, Exercise, register
 from transformer_lab.models import vit as _vit

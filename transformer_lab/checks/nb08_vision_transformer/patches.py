@@ -10,7 +10,8 @@ import torch
 from torch import Tensor
 
 from transformer_lab.checks.engine.core import Case, Mistake, Runner, describe_args, generator
-from transformer_lab.checks.engine.guards import TRUSTED, Forbidden
+from transformer_lab.checks.engine.forbid import Forbidden
+from transformer_lab.checks.engine.guards import TRUSTED
 from transformer_lab.checks.nb08_vision_transformer.exercise_hints import (
     _expect_value_error,
     _hint,

@@ -10,7 +10,8 @@ from torch import Tensor
 
 from transformer_lab import interpret as _interpret
 from transformer_lab.checks.engine.core import Case, Mistake, Runner, generator
-from transformer_lab.checks.engine.guards import TRUSTED, Forbidden
+from transformer_lab.checks.engine.forbid import Forbidden
+from transformer_lab.checks.engine.guards import TRUSTED
 from transformer_lab.checks.nb08_vision_transformer.exercise_hints import _hint
 from transformer_lab.checks.registry import Cell, Exercise, register
 

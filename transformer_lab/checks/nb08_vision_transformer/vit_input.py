@@ -12,7 +12,7 @@ from torch import Tensor
 from transformer_lab import positional as _positional
 from transformer_lab.checks.engine.core import Case, Mistake, Runner, describe_args, generator
 from transformer_lab.checks.engine.evidence import _constant_factor
-from transformer_lab.checks.engine.guards import Forbidden
+from transformer_lab.checks.engine.forbid import Forbidden
 from transformer_lab.checks.nb08_vision_transformer.exercise_hints import (
     _embed_tip,
     _expect_value_error,

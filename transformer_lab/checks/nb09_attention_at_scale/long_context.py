@@ -15,7 +15,7 @@ from torch import Tensor
 from transformer_lab import gqa as _gqa
 from transformer_lab import masks as _masks
 from transformer_lab.checks.engine.core import Case, Mistake, Runner, describe_args, generator
-from transformer_lab.checks.engine.guards import Forbidden
+from transformer_lab.checks.engine.forbid import Forbidden
 from transformer_lab.checks.nb08_vision_transformer.exercise_hints import _expect_value_error, _hint
 from transformer_lab.checks.nb09_attention_at_scale.tiled import _TORCH_ATTENTION
 from transformer_lab.checks.registry import Cell, Exercise, register

@@ -14,7 +14,7 @@ from torch import Tensor
 from transformer_lab import attention as _attention
 from transformer_lab import tiled as _tiled
 from transformer_lab.checks.engine.core import Case, Mistake, Runner, describe_args, generator
-from transformer_lab.checks.engine.guards import Forbidden
+from transformer_lab.checks.engine.forbid import Forbidden
 from transformer_lab.checks.nb08_vision_transformer.exercise_hints import (
     _hint,
     _merge_tip,
