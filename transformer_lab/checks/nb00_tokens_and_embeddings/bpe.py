@@ -1,7 +1,7 @@
-"""Checks for notebook 0, exercises 1-2: counting adjacent pairs and merging one pair.
+"""Check for notebook 00, exercise 1: counting adjacent pairs (exercise 2, merging one pair, is
+checked in merge_pair.py; the random words both use are here).
 
     count_pairs(words) -> {(left, right): count}     words: {tuple of ids: how often it occurs}
-    merge_pair(ids, pair, new_id) -> list of ids      left to right, no overlap, a new list
 
 The rules are the reference's (:mod:`transformer_lab.bpe`). Wrong answers are compared with a
 catalogue of realistic mistakes computed on the same inputs (overlapping pairs, word counts
@@ -20,10 +20,12 @@ from transformer_lab.checks.engine.forbid import Forbidden
 from transformer_lab.checks.engine.messages import signature_hint as _signature_hint
 from transformer_lab.checks.registry import Cell, Exercise, register
 
-__all__ = ["check_count_pairs", "check_merge_pair", "random_words", "is_int_list"]
+__all__ = ["check_count_pairs", "random_words", "is_int_list"]
+
 
 _COUNT_PAIRS = _ref.count_pairs
-_MERGE_PAIR = _ref.merge_pair
+
+
 # A few non-ASCII letters, so words hold multi-byte characters.
 _LETTERS = "abcdeehilnorst" + "éßλ"
 
@@ -202,164 +204,6 @@ def check_count_pairs(count_pairs, hidden: bool = False) -> None:
     run.passed()
 
 
-# ---------------------------------------------------------------------------------------------
-# merge_pair
-def _merge_variants(ids: list, pair: tuple, new_id: int) -> list[tuple[str, Callable[[], list]]]:
-    a, b = pair
-
-    def no_skip() -> list:
-        out, i = [], 0
-        while i < len(ids):
-            if i + 1 < len(ids) and (ids[i], ids[i + 1]) == pair:
-                out.append(new_id)
-                if i + 2 < len(ids) and ids[i + 1] == ids[i + 2] == b:
-                    i += 1  # the second token is used again
-                else:
-                    i += 2
-            else:
-                out.append(ids[i])
-                i += 1
-        return out
-
-    def overlap_both() -> list:  # every position that matches becomes new_id, tokens doubled
-        out = []
-        for i in range(len(ids)):
-            if i + 1 < len(ids) and (ids[i], ids[i + 1]) == pair:
-                out.append(new_id)
-            elif i > 0 and (ids[i - 1], ids[i]) == pair:
-                continue
-            else:
-                out.append(ids[i])
-        return out
-
-    def right_to_left() -> list:
-        return _MERGE_PAIR(ids[::-1], (b, a), new_id)[::-1]
-
-    def first_only() -> list:
-        for i in range(len(ids) - 1):
-            if (ids[i], ids[i + 1]) == pair:
-                return ids[:i] + [new_id] + ids[i + 2 :]
-        return list(ids)
-
-    def last_lost() -> list:
-        out = _MERGE_PAIR(ids, pair, new_id)
-        ends_in_pair = len(ids) >= 2 and (ids[-2], ids[-1]) == pair and out[-1] == new_id
-        return out if ends_in_pair else out[:-1]
-
-    def either_order() -> list:
-        out, i = [], 0
-        while i < len(ids):
-            if i + 1 < len(ids) and (ids[i], ids[i + 1]) in (pair, (b, a)):
-                out.append(new_id)
-                i += 2
-            else:
-                out.append(ids[i])
-                i += 1
-        return out
-
-    def kept_both() -> list:
-        out, i = [], 0
-        while i < len(ids):
-            if i + 1 < len(ids) and (ids[i], ids[i + 1]) == pair:
-                out += [new_id, ids[i + 1]]
-                i += 2
-            else:
-                out.append(ids[i])
-                i += 1
-        return out
-
-    overlap = (
-        "overlapping occurrences: in 'a a a' only the first (a, a) is merged, giving "
-        "[aa, a]; go left to right and skip both tokens of a merged pair (i += 2)"
-    )
-    return [
-        (overlap, no_skip),
-        (overlap, overlap_both),
-        (
-            "you merge from right to left: 'a a a' must become [aa, a] (the leftmost pair "
-            "first), not [a, aa]",
-            right_to_left,
-        ),
-        ("only the first occurrence is merged: replace every occurrence of the pair", first_only),
-        ("the last token is lost when it is not part of a merged pair", last_lost),
-        (
-            "you also merge the pair in the other order (right, left): only (left, right) "
-            "in this order is replaced",
-            either_order,
-        ),
-        (
-            "after a match, skip both tokens of the pair (i += 2): your output keeps the "
-            "pair's second token after new_id",
-            kept_both,
-        ),
-    ]
-
-
-def _merge_cases(hidden: bool) -> list[Case]:
-    g = generator(7400 if hidden else 400)
-    specs = [
-        ("two occurrences", [1, 2, 3, 1, 2], (1, 2), 256),
-        ("overlapping 'aaa'", [97, 97, 97], (97, 97), 256),
-        ("overlapping 'aaaa'", [97, 97, 97, 97, 98], (97, 97), 300),
-        ("pair absent", [5, 6, 7], (6, 5), 256),
-        ("pair at the end, order matters", [2, 1, 4, 1, 2], (1, 2), 257),
-        ("one token", [9], (9, 9), 256),
-        ("empty", [], (1, 2), 256),
-        ("merged ids", [256, 101, 101, 101, 256, 101], (256, 101), 258),
-    ]
-    import torch
-
-    n = 14 if hidden else 12
-    ids = torch.randint(3, (n,), generator=g).add(97).tolist()
-    specs.append(
-        ("random ids", ids, (ids[0], ids[1]), 256 + int(torch.randint(9, (1,), generator=g)))
-    )
-    if hidden:
-        ids = torch.randint(2, (17,), generator=g).add(100).tolist()
-        specs.append(("random ids 2", ids, (ids[1], ids[2]), 270))
-    return [
-        Case(name, (list(ids), pair, new_id), {}, f"ids={ids}, pair={pair}, new_id={new_id}")
-        for name, ids, pair, new_id in specs
-    ]
-
-
-def check_merge_pair(merge_pair, hidden: bool = False) -> None:
-    """Check ``merge_pair(ids, pair, new_id) -> list`` against the reference."""
-    __tracebackhide__ = True
-    run = Runner(
-        "check_merge_pair",
-        merge_pair,
-        [Forbidden("transformer_lab.bpe.merge_pair", function=_MERGE_PAIR)],
-        hidden,
-        lambda e, c: _signature_hint(e, "merge_pair(ids, pair, new_id)"),
-    )
-    for case in _merge_cases(hidden):
-        ids, pair, new_id = case.args
-        want = _MERGE_PAIR(ids, pair, new_id)
-        got = run.call(case)
-        if got is None:
-            run.fail("your function returned None: return the new list of ids.", case)
-        if not is_int_list(got):
-            if isinstance(got, (tuple, list)) or hasattr(got, "tolist"):
-                run.fail(f"return a list of Python ints, but yours is {kind_of(got)}.", case)
-            run.fail(f"return a list of ids, but yours is {kind_of(got)}.", case)
-        if got == want:
-            continue
-        for message, variant in _merge_variants(ids, pair, new_id):
-            if variant() == got and variant() != want:
-                run.fail(message + ".", case)
-        run.fail(f"expected {want}, but received {got}.", case, named=False)
-    # The caller's list must stay as it was (the runner passes copies, so probe it here).
-    probe = [1, 2, 3, 1, 2]
-    out, error, _ = run.attempt((probe, (1, 2), 256), {})
-    if error is None and probe != [1, 2, 3, 1, 2]:
-        run.fail(
-            "your function changed its input `ids` in place; build and return a new list so "
-            "the caller's ids stay intact."
-        )
-    run.passed()
-
-
 register(
     Exercise(
         "count_pairs",
@@ -368,15 +212,5 @@ register(
         cells=(Cell("count_pairs_tests", "count_pairs", 1),),
         check=check_count_pairs,
         reference=_bpe.count_pairs,
-    )
-)
-register(
-    Exercise(
-        "merge_pair",
-        "00_tokens_and_embeddings",
-        "merge_pair(ids, pair, new_id) -> list of ids",
-        cells=(Cell("merge_pair_tests", "merge_pair", 2),),
-        check=check_merge_pair,
-        reference=_bpe.merge_pair,
     )
 )
