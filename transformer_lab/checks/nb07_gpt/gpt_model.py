@@ -7,71 +7,33 @@ Student-facing signature:
 
 Compared with the package's :class:`~transformer_lab.models.GPT` (proved equal to Hugging Face's
 ``GPT2LMHeadModel`` in the tests) on seeded random weights, computed before the student's code
-runs. :func:`random_gpt`, :func:`forbidden_gpt` and :func:`tuple_hint` serve the KV-cache check too.
+runs (the random GPTs are gpt_shared.py's); a mismatch is probed in gpt_model_probes.py.
 """
 
 from __future__ import annotations
-
-import copy
 
 import torch
 from torch import nn
 
 from transformer_lab.blocks import Block
 from transformer_lab.checks.engine.core import Case, Runner, describe_args, generator
-from transformer_lab.checks.engine.forbid import Forbidden
 from transformer_lab.checks.engine.guards import TRUSTED
 from transformer_lab.checks.engine.messages import signature_hint
 from transformer_lab.checks.nb07_gpt.gpt_mistakes import gpt_mistakes
+from transformer_lab.checks.nb07_gpt.gpt_model_probes import (
+    _ablation_probe,
+    _block_field_mismatch,
+    _check_eps,
+    _leak_probe,
+)
+from transformer_lab.checks.nb07_gpt.gpt_shared import forbidden_gpt, random_gpt, tuple_hint
 from transformer_lab.checks.registry import Cell, Exercise, register
 from transformer_lab.models import gpt as _gpt
 
-__all__ = ["check_gpt_from_blocks", "random_gpt", "forbidden_gpt", "tuple_hint"]
+__all__ = ["check_gpt_from_blocks"]
+
 
 ATOL, RTOL = 1e-5, 1e-4
-
-
-def random_gpt(config: _gpt.GPTConfig, seed: int, scale: float = 0.3) -> _gpt.GPT:
-    """The package's GPT with large seeded random weights (GPT-2's tiny initial weights make
-    attention nearly uniform and would hide a missing mask or a wrong position)."""
-    torch.manual_seed(seed)  # only for the constructor's own init, overwritten below
-    model = _gpt.GPT(config).eval()
-    g = generator(seed)
-    with torch.no_grad():
-        for module in model.modules():
-            is_norm = "Norm" in type(module).__name__
-            for name, p in module.named_parameters(recurse=False):
-                offset = 1.0 if is_norm and name == "weight" else 0.0
-                p.copy_(torch.randn(p.shape, generator=g) * scale + offset)
-    return model
-
-
-def forbidden_gpt() -> list[Forbidden]:
-    items = [Forbidden("the package's GPT.forward", function=_gpt.GPT.forward)]
-    generate = _gpt.GPT.generate
-    items.append(
-        Forbidden("the package's GPT.generate", function=getattr(generate, "__wrapped__", generate))
-    )
-    if hasattr(_gpt.GPT, "_forward_cached"):
-        items.append(Forbidden("the package's cached decoding", function=_gpt.GPT._forward_cached))
-    return items
-
-
-def tuple_hint(exc: BaseException) -> str:
-    text = str(exc)
-    if "tuple" in text:
-        return "Block returns (x, weights): unpack it, x, _ = block(x, ...)"
-    if "cannot assign" in text and "list" in text and "child module" in text:
-        return (
-            "self.blocks must stay an nn.ModuleList: a plain Python list hides the blocks' "
-            "parameters from the model (parameters(), state_dict(), .to())"
-        )
-    if "index out of range" in text or "out of bounds" in text:
-        return (
-            "an index past the end of a table: the positions run 0..T-1 (torch.arange(T)), and "
-            "the position table is indexed with positions, not with token ids"
-        )
-    return ""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -247,48 +209,6 @@ def _install(run: Runner, case: Case, model, ref, config) -> None:
     model.eval()
 
 
-def _block_field_mismatch(mine: nn.Module, theirs: nn.Module, config) -> str | None:
-    """Which config field a block ignores, read from its parameters: d_ff or bias."""
-    ours, ref = dict(mine.named_parameters()), dict(theirs.named_parameters())
-    d_ff = config.d_ff or 4 * config.d_model
-    biases = [n for n in ours if n.endswith("bias")]
-    if not config.bias and biases and set(ours) - set(ref) == set(biases):
-        return (
-            f"it has biases ({biases[0]}, ...) although config.bias is False: pass "
-            "bias=config.bias to Block."
-        )
-    if config.bias and not biases and set(ref) - set(ours):
-        return "it has no biases although config.bias is True: pass bias=config.bias to Block."
-    if set(ours) == set(ref):
-        widths = {p.shape for n, p in ours.items() if n.endswith("weight") and p.dim() == 2}
-        hidden = {w for shape in widths for w in shape if w != config.d_model}
-        if hidden and d_ff not in hidden:
-            return (
-                f"its MLP is {sorted(hidden)[0]} wide, but config.d_ff is "
-                + (f"None (so 4 * d_model = {d_ff})" if config.d_ff is None else f"{d_ff}")
-                + ": pass d_ff=config.d_ff to Block."
-            )
-    return None
-
-
-def _check_eps(run: Runner, case: Case, model, blocks, eps: float) -> None:
-    """The norms' eps must be config.eps (a wrong eps changes the logits by less than the
-    tolerance, so it is read off the modules that store it)."""
-    __tracebackhide__ = True
-    norms = [("norm_f", model.norm_f)] + [
-        (f"blocks[{i}].{name}", getattr(b, name, None))
-        for i, b in enumerate(blocks)
-        for name in ("self_attn_norm", "mlp_norm")
-    ]
-    for where, norm in norms:
-        got = getattr(norm, "eps", None)
-        if isinstance(got, float) and abs(got - eps) > 1e-12:
-            run.fail(
-                f"{where} uses eps={got:g}, but config.eps is {eps:g}: pass eps=config.eps.",
-                case,
-            )
-
-
 def check_gpt_from_blocks(GPTFromBlocks, hidden: bool = False) -> None:
     """Check ``GPTFromBlocks(config)``: its parts take the reference GPT's weights, and its
     logits equal the reference's for several batch sizes and lengths (T = 1 .. max_len)."""
@@ -342,75 +262,6 @@ def check_gpt_from_blocks(GPTFromBlocks, hidden: bool = False) -> None:
                     run.fail(found[0], fcase, named=found[1])
                 run.fail(run.mismatch(out, expected, "logits"), fcase, named=False)
     run.passed()
-
-
-def _leak_probe(forward: Runner, idx, out, V: int) -> str | None:
-    """Change token j and rerun: if an output row t < j moves, the future leaks into it."""
-    T = idx.shape[1]
-    for j in range(1, T):
-        changed = idx.clone()
-        changed[:, j] = (idx[:, j] + 1) % V
-        with torch.no_grad():
-            value, error, calls = forward.attempt((changed,), {})
-        if error is not None or calls or not TRUSTED.is_tensor(value) or value.shape != out.shape:
-            return None
-        if not TRUSTED.allclose(value[:, :j], out[:, :j], atol=1e-5, rtol=1e-4):
-            return (
-                f"the future leaks: changing token {j} changes the logits at earlier positions "
-                f"(< {j}). Position t may only see tokens 0..t: pass is_causal=True to every "
-                "block (or a lower-triangular mask, True = may attend)."
-            )
-    return None
-
-
-def _ablation_probe(forward: Runner, model, ref, idx) -> tuple[str, bool] | None:
-    """Localise the difference by switching parts off in both models: with the position tables
-    zeroed, agreement means the positions alone are used wrongly; with every block made an
-    identity (the projections that write into the residual stream zeroed), agreement means the
-    difference lies in how the blocks are run."""
-    saved = {k: v.detach().clone() for k, v in model.state_dict().items()}
-    twin = copy.deepcopy(ref)
-    try:
-        with torch.no_grad():
-
-            def agree() -> bool | None:
-                value, error, calls = forward.attempt((idx,), {})
-                want = twin(idx).logits
-                if error is not None or calls or not TRUSTED.is_tensor(value):
-                    return None
-                if value.shape != want.shape:
-                    return None
-                return bool(TRUSTED.allclose(value, want, atol=1e-5, rtol=1e-4))
-
-            table, twin_table = model.pos_emb.weight.detach().clone(), twin.pos_emb.weight.clone()
-            model.pos_emb.weight.zero_()
-            twin.pos_emb.weight.zero_()
-            if agree():
-                return (
-                    "the position embeddings are used wrongly: with the position table zeroed "
-                    "your logits match the reference. Add the rows of positions 0..T-1, "
-                    "pos_emb(torch.arange(T)), to the token embeddings once, before the blocks.",
-                    True,
-                )
-            model.pos_emb.weight.copy_(table)
-            twin.pos_emb.weight.copy_(twin_table)
-            for block in [*model.blocks, *twin.blocks]:
-                for proj in (block.self_attn.out_proj, block.mlp.fc2):
-                    proj.weight.zero_()
-                    if proj.bias is not None:
-                        proj.bias.zero_()
-            if agree():
-                return (
-                    "with every block made an identity (attention and MLP outputs zeroed) your "
-                    "logits match the reference: look at how the blocks are run (mask, order, "
-                    "arguments, chaining: x, _ = block(x, is_causal=True), once per block).",
-                    False,
-                )
-    except Exception:  # noqa: BLE001 - a probe that cannot run proves nothing
-        return None
-    finally:
-        model.load_state_dict(saved)
-    return None
 
 
 register(
