@@ -70,7 +70,7 @@ from transformer_lab.checks.engine import guards as _guards
 from transformer_lab.checks.engine.api import EXERCISES, diagnose
 from transformer_lab.checks.engine.core import CheckFailed
 from transformer_lab.checks.engine.diagnose import Diagnosis
-from transformer_lab.checks.nb05_transformer_block.residual import Sublayers, sublayers_of
+from transformer_lab.checks.nb05_transformer_block.sublayers import Sublayers, sublayers_of
 from transformer_lab.checks.registry import REGISTRY
 
 # Every module of this package, imported once: each registers the exercises its checks serve.

@@ -6,7 +6,7 @@ Student-facing signature:
         causal self-attention, cross-attention to memory (with memory_mask), MLP; each with its
         residual connection, pre-norm or post-norm
 
-``layer`` is a :class:`~transformer_lab.checks.nb05_transformer_block.residual.Sublayers` of a
+``layer`` is a :class:`~transformer_lab.checks.nb05_transformer_block.sublayers.Sublayers` of a
 ``torch.nn.TransformerDecoderLayer``; the expected output is that layer's, same weights.
 """
 
@@ -24,12 +24,14 @@ from transformer_lab.checks.nb05_transformer_block.block_trace import wiring_mes
 from transformer_lab.checks.nb05_transformer_block.residual import (
     ATOL,
     RTOL,
-    Sublayers,
     _block_cases,
     _error_hint,
     _forbidden,
     _padding,
     _shape_hint,
+)
+from transformer_lab.checks.nb05_transformer_block.sublayers import (
+    Sublayers,
     _torch_layer,
     sublayers_of,
 )
