@@ -179,3 +179,14 @@ def test_each_exercise_is_checked_in_its_notebooks_package():
         )
     notebooks = {e.notebook for e in REGISTRY.values()}
     assert packages == {"engine"} | {f"nb{n}" for n in notebooks}
+
+
+def test_a_checks_module_over_300_lines_says_why():
+    """Issue 25: no module over about 300 lines without a stated reason in its docstring."""
+    long = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        lines = len(path.read_text().splitlines())
+        doc = ast.get_docstring(ast.parse(path.read_text())) or ""
+        if lines > 300 and "300 lines" not in doc:
+            long[str(path.relative_to(PACKAGE))] = lines
+    assert not long, f"over 300 lines with no reason in the docstring: {long}"

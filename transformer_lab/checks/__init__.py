@@ -36,21 +36,26 @@ For explorers and tools, the verdict as data (never raises for the student's cod
 While the student's function runs, the reference for the graded thing is disabled (a call,
 even under another name, fails the check), and every check first verifies that nothing it
 relies on (``torch.allclose``, numpy's comparisons, the references, these checks) was
-replaced by notebook code. See :mod:`transformer_lab.checks.engine.guards`.
+replaced by notebook code. See :mod:`transformer_lab.checks.engine.forbid` and
+:mod:`transformer_lab.checks.engine.guards`.
 
 The package reads like the course::
 
     checks/
       __init__.py, __main__.py   this namespace; ``python -m transformer_lab.checks``
       registry.py, exercises.json  every exercise declared once, and the same facts as plain data
-      engine/                    what every exercise shares: running cases (core, expect), evidence
-                                 and diagnosis, messages, guards, serve (the grader's requests),
+      engine/                    what every exercise shares: running cases (core, expect),
+                                 evidence and diagnosis (evidence, diagnose, fallback, the
+                                 attention core's attention_evidence and attention_mistakes),
+                                 messages, what the checks trust and forbid (guards, forbid),
+                                 grading (grading_hooks; serve: the grader's requests) and
                                  api (``checks.diagnose``)
       nb00_tokens_and_embeddings/ ... nb09_attention_at_scale/
                                  one subpackage per notebook (named after its folder in
-                                 solutions/): each module holds checks of that notebook, their
-                                 catalogues of mistakes and evidence; e.g. notebook 07's
-                                 ``causal_lm_loss`` is checked in ``nb07_gpt/lm_loss.py``
+                                 solutions/): one module per exercise's check, beside it the
+                                 catalogues of mistakes and evidence it uses (``*_catalogue``,
+                                 ``*_mistakes``, ``*_evidence``, ``*_probes``); e.g. notebook
+                                 07's ``causal_lm_loss`` is checked in ``nb07_gpt/lm_loss.py``
 
 Every exercise is declared once, beside its check, with
 :func:`transformer_lab.checks.registry.register`: its notebook, signature, graded cells and

@@ -10,6 +10,9 @@ argument, only the first element right, ...), and otherwise describes what it ob
 
 Failures are raised as :class:`CheckFailed` (an ``AssertionError``): IPython shows the line of
 the student's cell and the message, not the checks' own frames.
+
+About 300 lines, kept whole: :class:`Runner` is one class (calling, comparing, explaining); its
+expectations are in expect.py, its messages in messages.py.
 """
 
 from __future__ import annotations

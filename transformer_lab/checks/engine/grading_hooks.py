@@ -7,6 +7,9 @@ anything replaced since the snapshot (:mod:`.guards`), as review flags. In the g
 :func:`judging` seeds a hidden check's cases from the run's secret (:func:`hidden_seed`), and
 :func:`active_forbidden` tells the grader's remote calls what :mod:`.forbid` disables right now.
 Split from the guards (issue 25); ``_STATE`` is the one mutable state of both.
+
+About 300 lines, kept whole: the kernel's audit hook and the findings it feeds share one state,
+``_STATE``.
 """
 
 from __future__ import annotations

@@ -12,6 +12,9 @@ on them through further requests.
 Nothing here computes a reference value: there is nothing in this process for student code to
 read. Nothing here is trusted either: a student who changes this module only changes the
 values the grader receives.
+
+About 300 lines, kept whole: one request protocol (decode, call, encode, handles), which the
+grader's remote.py mirrors.
 """
 
 from __future__ import annotations

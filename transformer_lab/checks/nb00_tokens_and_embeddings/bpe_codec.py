@@ -4,6 +4,9 @@
     decode(ids, merges) -> str              the tokens' bytes joined, then decoded as UTF-8
 
 Any text must round-trip, including characters never seen in training: they are bytes too.
+
+About 300 lines, kept whole: encode and decode share the learned merges, the training text and the
+round trip each check tests.
 """
 
 from __future__ import annotations

@@ -12,11 +12,11 @@ from torch import Tensor
 
 from transformer_lab import attention as _ref
 from transformer_lab.checks.engine.attention_evidence import (
-    attend,
     attention_forbidden,
     check_attention_pair,
     tensor_error_hint,
 )
+from transformer_lab.checks.engine.attention_mistakes import attend
 from transformer_lab.checks.engine.core import Case, Mistake, Runner, describe_args, generator
 from transformer_lab.checks.registry import Cell, Exercise, register
 

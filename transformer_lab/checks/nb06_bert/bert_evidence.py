@@ -5,6 +5,9 @@ rows not padded to the longest pair. Embeddings: reruns with one input changed (
 not move means the input is ignored), with the sequences of the batch reordered (an x that
 changes means something is indexed by the batch position), and a size error read against T and
 max_len.
+
+About 300 lines, kept whole: the two exercises' evidence reads the same BERT inputs and is tried in
+one order.
 """
 
 from __future__ import annotations
