@@ -496,7 +496,9 @@ def test_every_attack_is_flagged_with_its_evidence(tmp_path, attack):
 
 def test_copies_beside_the_notebook_or_in_added_cells_are_flagged(tmp_path):
     sdpa = reference_source("transformer_lab/attention.py", "scaled_dot_product_attention")
-    loss = reference_source("transformer_lab/checks/nb07_gpt/lm_loss_catalogue.py", "reference_lm_loss")
+    loss = reference_source(
+        "transformer_lab/checks/nb07_gpt/lm_loss_catalogue.py", "reference_lm_loss"
+    )
     folder = submission(
         tmp_path,
         answers={"sdpa_impl": "from helpers import attend as scaled_dot_product_attention\n"},
