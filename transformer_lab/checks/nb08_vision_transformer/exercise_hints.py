@@ -1,5 +1,6 @@
 """Hints for exceptions raised by the students' code in notebooks 8 and 9 (each exercise has
-its own shapes to check), and the ValueError those exercises ask for."""
+its own shapes to check), and the ValueError those exercises ask for. Shared by notebooks 08 and
+09, it lives with the earliest of them."""
 
 from __future__ import annotations
 
