@@ -5,14 +5,16 @@ Both models are ``GPTConfig.tiny`` (4 layers, 4 heads, width 128) trained with t
 characters (65 symbols, context 64), one on byte-level BPE tokens (256 + 512 merges learned on
 the same training text with ``transformer_lab.bpe``, context 32 tokens, about as many characters).
 A loss per token does not compare across tokenizers, so both are measured as the total
-cross-entropy on the held-out 10% divided by the number of characters it covers (nats per
-character; tiny Shakespeare is ASCII, so characters = bytes).
+cross-entropy on the first ``--eval-chars`` held-out characters divided by the number of
+characters it covers (nats per character): ``transformer_lab.tokens_compare``, which notebook 07's
+"Characters or subwords?" cell also uses. With ``--threads 1`` and the default seed this is that
+cell's full run (``FULL_COMPARISON = True``), number for number.
 
 Reported, not a target: which tokenizer reaches the lower loss per character after the same
 steps, and what a step costs. (The one check: both losses are finite and below the entropy of
 the training text's character frequencies, computed here.)
 
-    python benchmarks/bench_bpe_gpt.py [--steps 1000] [--merges 512] [--quick]
+    python benchmarks/bench_bpe_gpt.py [--steps 1000] [--merges 512] [--eval-chars 32768] [--quick]
 """
 
 from __future__ import annotations
@@ -20,14 +22,16 @@ from __future__ import annotations
 import math
 from collections import Counter
 
-import torch
-import torch.nn.functional as F
 from _common import base_parser, finish, setup, timer, verdict
 
-from transformer_lab import bpe
-from transformer_lab.data import get_batch, load_shakespeare, shakespeare
-from transformer_lab.models import GPT, GPTConfig
-from transformer_lab.train import model_loss, seed_everything, train
+from transformer_lab.data import load_shakespeare
+from transformer_lab.tokens_compare import (
+    EncodedText,
+    encode_bpe,
+    encode_characters,
+    loss_per_char,
+    train_tokens_model,
+)
 
 
 def unigram_nats(text: str) -> float:
@@ -36,47 +40,28 @@ def unigram_nats(text: str) -> float:
     return -sum(n / len(text) * math.log(n / len(text)) for n in counts.values())
 
 
-def nats_per_char(model: GPT, stream: torch.Tensor, T: int, chars_of, windows: int) -> float:
-    """Total cross-entropy of non-overlapping windows of ``stream`` per character predicted."""
-    total, chars = 0.0, 0
-    model.eval()
-    with torch.no_grad():
-        for start in range(0, min(len(stream) - T - 1, windows * T), T):
-            x = stream[start : start + T][None]  # (1, T)
-            y = stream[start + 1 : start + T + 1]  # (T,)
-            logits = model(x).logits[0]  # (T, V)
-            total += F.cross_entropy(logits, y, reduction="sum").item()
-            chars += sum(chars_of(int(t)) for t in y)
-    return total / chars
-
-
-def run(name, vocab_size, T, train_stream, val_stream, chars_of, args) -> dict:
-    seed_everything(args.seed)
-    model = GPT(GPTConfig.tiny(vocab_size=vocab_size, max_len=T))
-    gen = torch.Generator().manual_seed(args.seed)
-    history = train(
-        model,
-        lambda: get_batch(train_stream, T, args.batch_size, generator=gen),
-        loss_fn=model_loss,
-        steps=args.steps,
-        lr=1e-3,
-        min_lr=1e-4,
-        warmup_steps=min(100, args.steps // 10),
-        schedule="cosine",
-        betas=(0.9, 0.99),
-        weight_decay=0.1,
-        grad_clip=1.0,
-        desc=name,
+def run(encoded: EncodedText, block_size: int, args) -> dict:
+    model, history = train_tokens_model(
+        encoded,
+        block_size,
+        args.steps,
+        batch_size=args.batch_size,
+        eval_chars=args.eval_chars,
+        eval_every=args.steps,  # evaluated before training and at the end only
+        seed=args.seed,
         progress=False,
     )
+    held_out = encoded.val_prefix(args.eval_chars)
     with timer() as eval_time:
-        loss = nats_per_char(model, val_stream, T, chars_of, args.eval_windows)
+        loss = loss_per_char(model, held_out, encoded.char_counts, block_size)
+    assert loss == history.eval_loss[-1]  # the same evaluation as the one train() recorded
     return {
-        "name": name,
+        "name": encoded.name,
+        "vocab": encoded.vocab_size,
         "params": model.num_parameters(),
-        "seconds": history.elapsed,
+        "seconds": history.elapsed - 2 * eval_time(),  # the two evaluations taken out
         "loss": loss,
-        "eval_seconds": eval_time(),
+        "per_token": loss * encoded.chars(held_out[1:]) / (len(held_out) - 1),
     }
 
 
@@ -85,39 +70,35 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=1000)
     parser.add_argument("--batch-size", type=int, default=12)
     parser.add_argument("--merges", type=int, default=512)
-    parser.add_argument("--eval-windows", type=int, default=400)
-    parser.set_defaults(seed=1337)
+    parser.add_argument("--eval-chars", type=int, default=32768)
     args = parser.parse_args()
     if args.quick:
-        args.steps, args.merges, args.eval_windows = 20, 64, 10
+        args.steps, args.merges, args.eval_chars = 20, 64, 2048
     setup(args)
 
     text = load_shakespeare()
-    split = int(0.9 * len(text))  # the same split as data.shakespeare()
-    chars = shakespeare()
+    chars = encode_characters(text)
     with timer() as bpe_time:
-        merges = bpe.train_merges(text[:split], args.merges)
-        train_ids = torch.tensor(bpe.encode(text[:split], merges))
-        val_ids = torch.tensor(bpe.encode(text[split:], merges))
-    sizes = [len(b) for b in bpe.token_bytes(merges)]
+        subwords = encode_bpe(text, args.merges)
+    held_out = subwords.val_prefix(args.eval_chars)
     print(
-        f"BPE: {len(merges)} merges learned and the text encoded in {bpe_time():.1f} s; "
-        f"{len(text) - split:,} held-out characters -> {len(val_ids):,} tokens "
-        f"({(len(text) - split) / len(val_ids):.2f} characters per token)"
+        f"BPE: {len(subwords.merges)} merges learned and the text encoded in {bpe_time():.1f} s; "
+        f"{subwords.chars(subwords.val):,} held-out characters -> {len(subwords.val):,} tokens "
+        f"({subwords.chars(subwords.val) / len(subwords.val):.2f} characters per token); "
+        f"evaluated on the first {subwords.chars(held_out):,} characters"
     )
-    results = [
-        run("characters", chars.vocab_size, 64, chars.train, chars.val, lambda t: 1, args),
-        run("BPE tokens", 256 + len(merges), 32, train_ids, val_ids, lambda t: sizes[t], args),
-    ]
+    results = [run(chars, 64, args), run(subwords, 32, args)]
     print(
-        f"\n{'':12}{'vocab':>7}{'params':>9}{'train s':>9}{'ms/step':>9}{'nats/char':>11}{'bits/char':>11}"
+        f"\n{'':18}{'vocab':>7}{'params':>9}{'train s':>9}{'ms/step':>9}"
+        f"{'nats/token':>12}{'nats/char':>11}{'bits/char':>11}"
     )
-    for r, vocab in zip(results, (chars.vocab_size, 256 + len(merges))):
+    for r in results:
         print(
-            f"{r['name']:12}{vocab:>7}{r['params'] / 1e6:>8.2f}M{r['seconds']:>9.1f}"
-            f"{1e3 * r['seconds'] / args.steps:>9.1f}{r['loss']:>11.3f}{r['loss'] / math.log(2):>11.3f}"
+            f"{r['name']:18}{r['vocab']:>7}{r['params'] / 1e6:>8.2f}M{r['seconds']:>9.1f}"
+            f"{1e3 * r['seconds'] / args.steps:>9.1f}{r['per_token']:>12.3f}{r['loss']:>11.3f}"
+            f"{r['loss'] / math.log(2):>11.3f}"
         )
-    unigram = unigram_nats(text[:split])
+    unigram = unigram_nats(text[: int(0.9 * len(text))])
     print(f"unigram entropy of the training text's characters: {unigram:.3f} nats/char")
     ok = all(math.isfinite(r["loss"]) and r["loss"] < unigram for r in results)
     finish(

@@ -24,7 +24,7 @@ import pytest
 from transformer_lab import cli
 from transformer_lab.grading.autograde import GradeOptions, grade
 from transformer_lab.grading.course import list_assignments, run_driver
-from transformer_lab.grading.integrity import restore_missing_cells
+from transformer_lab.grading.notebook_repair import restore_missing_cells
 from transformer_lab.grading.report import GRADED, NEEDS_REVIEW, NOT_GRADED
 
 REPO = Path(__file__).resolve().parents[1]

@@ -27,7 +27,7 @@ import adversarial_class as klass
 import nbformat
 import pytest
 
-from transformer_lab.grading import forbidden, review, similarity
+from transformer_lab.grading import _review_cells, forbidden, review, similarity
 
 REPO = Path(__file__).resolve().parents[1]
 NB01 = "01_self_attention"
@@ -1167,7 +1167,7 @@ def _answer_cells() -> dict[str, tuple[str, str, list[str]]]:
     out = {}
     for name in NOTEBOOKS:
         nb = released(name)
-        exercises = review._answer_exercises(nb)
+        exercises = _review_cells.answer_exercises(nb)
         for cell in nb.cells:
             meta = cell.metadata.get("nbgrader", {})
             if meta.get("solution"):

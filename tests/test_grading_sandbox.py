@@ -17,7 +17,7 @@ import nbformat
 import pytest
 
 from transformer_lab.grading import review
-from transformer_lab.grading.integrity import match_by_content
+from transformer_lab.grading.notebook_repair import match_by_content
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from transformer_lab import widgets as tw
-from transformer_lab.widgets.blocks import _stack, stream_norms
+from transformer_lab.widgets.residual import _stack, stream_norms
 
 
 @pytest.fixture(autouse=True)

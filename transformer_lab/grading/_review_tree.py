@@ -2,10 +2,10 @@
 
 ``from inspect import stack as s; s()`` is read as ``inspect.stack``, ``F.softmax`` as
 ``torch.nn.functional.softmax`` and ``transformer_lab.softmax`` as the package's
-``transformer_lab.attention.softmax`` (through its re-exports), so renaming hides nothing. The
-imports of every cell of the notebook count (the instructor's setup cell imports ``torch`` and
-``F``), and an exercise's answer is read together with the student's code it reaches by name
-(a helper cell, a ``helpers.py``).
+``transformer_lab.attention.softmax`` (through its re-exports, :mod:`._review_names`), so
+renaming hides nothing. The imports of every cell of the notebook count (the instructor's setup
+cell imports ``torch`` and ``F``), and an exercise's answer is read together with the student's
+code it reaches by name (a helper cell, a ``helpers.py``).
 """
 
 from __future__ import annotations
@@ -18,110 +18,19 @@ import unicodedata
 
 try:
     from . import _review_rules as rules
-except ImportError:  # loaded by file path (see review.py): the sibling is already loaded
+    from ._review_names import aliases_of, canonical, parse, paths_of, string_of
+except ImportError:  # loaded by file path (see review.py): the siblings are already loaded
     import sys
 
     rules = sys.modules["_tlab_grading__review_rules"]
+    _names = sys.modules["_tlab_grading__review_names"]
+    aliases_of, canonical = _names.aliases_of, _names.canonical
+    parse, paths_of, string_of = _names.parse, _names.paths_of, _names.string_of
 
-__all__ = ["parse", "aliases_of", "reexports", "definitions", "python_findings"]
+__all__ = ["definitions", "python_findings"]
 
-DEFAULT_ALIASES = {
-    "torch": {"torch"},
-    "F": {"torch.nn.functional"},
-    "nn": {"torch.nn"},
-    "np": {"numpy"},
-    "math": {"math"},
-    "transformer_lab": {"transformer_lab"},
-}
-BUILTINS = {
-    *("exec", "eval", "compile", "__import__", "execfile", "get_ipython", "breakpoint"),
-    "__builtins__",
-}
 LOOKALIKE = "writes names in look-alike Unicode characters"
 NOT_TORCH = ("numpy", "scipy", "math", "jax", "tensorflow")
-
-
-def parse(text: str) -> ast.Module | None:
-    """The tree of NFKC-normalised ``text`` with IPython lines blanked (None: not Python)."""
-    python = "".join("\n" if rules._MAGIC.match(ln) else ln for ln in text.splitlines(True))
-    try:
-        return ast.parse(python)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return None  # nested too deep for the parser: the text patterns read it
-
-
-def _imports(tree: ast.AST) -> list[tuple[str, str]]:
-    out = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            for a in node.names:
-                out.append(
-                    (a.asname or a.name.split(".")[0], a.name if a.asname else a.name.split(".")[0])
-                )
-        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            out.extend((a.asname or a.name, f"{node.module}.{a.name}") for a in node.names)
-    return out
-
-
-def aliases_of(trees) -> dict[str, set[str]]:
-    """{local name: dotted names it may stand for} from every import in ``trees``."""
-    out = {k: set(v) for k, v in DEFAULT_ALIASES.items()}
-    for tree in trees:
-        if tree is not None:
-            for local, dotted in _imports(tree):
-                out.setdefault(local, set()).add(dotted)
-    return out
-
-
-def reexports(package_sources: dict[str, str]) -> dict[str, str]:
-    """{"transformer_lab.softmax": "transformer_lab.attention.softmax", ...} (module level)."""
-    out: dict[str, str] = {}
-    for label, text in package_sources.items():
-        module = label[: -len(".py")].replace("/", ".").removesuffix(".__init__")
-        package = module if label.endswith("__init__.py") else module.rpartition(".")[0]
-        tree = parse(text)
-        for node in tree.body if tree else ():
-            if isinstance(node, ast.ImportFrom):
-                base = node.module or ""
-                if node.level:
-                    parts = package.split(".")[: len(package.split(".")) - node.level + 1]
-                    base = ".".join(parts + ([node.module] if node.module else []))
-                if base.startswith("transformer_lab"):
-                    for a in node.names:
-                        out[f"{module}.{a.asname or a.name}"] = f"{base}.{a.name}"
-    return out
-
-
-def canonical(path: str, rex: dict[str, str]) -> str:
-    for _ in range(8):
-        parts = path.split(".")
-        for n in range(len(parts), 1, -1):
-            head = ".".join(parts[:n])
-            if head in rex and rex[head] != head:
-                path = ".".join([rex[head], *parts[n:]])
-                break
-        else:
-            return path
-    return path
-
-
-def _paths(node: ast.AST, aliases: dict[str, set[str]]) -> set[str]:
-    if isinstance(node, ast.Name):
-        return aliases.get(node.id) or ({node.id} if node.id in BUILTINS else set())
-    if isinstance(node, ast.Attribute):
-        return {f"{p}.{node.attr}" for p in _paths(node.value, aliases)}
-    if isinstance(node, ast.Call) and node.args:
-        name = getattr(node.func, "id", None) or getattr(node.func, "attr", None)
-        text = _string(node.args[1] if name == "getattr" and len(node.args) > 1 else node.args[0])
-        if name == "getattr" and text:
-            return {f"{p}.{text}" for p in _paths(node.args[0], aliases)}
-        if name in ("__import__", "import_module") and text:
-            return {text}
-    return set()
-
-
-def _string(node: ast.AST) -> str | None:
-    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
 
 
 def _matches(path: str, table: dict[str, str]) -> str | None:
@@ -147,7 +56,7 @@ def _why(path: str, rex: dict[str, str]) -> str | None:
 def _general(tree: ast.Module, text: str, aliases, rex) -> list[tuple[int, str, str]]:
     out = []
     docstrings = {
-        id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr) and _string(n.value)
+        id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr) and string_of(n.value)
     }
     for node in ast.walk(tree):
         line = getattr(node, "lineno", 0)
@@ -158,7 +67,7 @@ def _general(tree: ast.Module, text: str, aliases, rex) -> list[tuple[int, str, 
             names = [f"{node.module}.{a.name}" for a in node.names]
             found += [(p, _why(p, rex)) for p in names]
         elif isinstance(node, (ast.Name, ast.Attribute, ast.Call)):
-            found += [(p, _why(p, rex)) for p in _paths(node, aliases)]
+            found += [(p, _why(p, rex)) for p in paths_of(node, aliases)]
             if isinstance(node, ast.Attribute) and node.attr in rules.ATTRIBUTES:
                 found.append((f".{node.attr}", rules.ATTRIBUTES[node.attr]))
             if isinstance(node, ast.Attribute) and node.attr == "register":
@@ -168,7 +77,7 @@ def _general(tree: ast.Module, text: str, aliases, rex) -> list[tuple[int, str, 
                 "getattr",
                 "setattr",
             ):
-                attr = _string(node.args[1]) if len(node.args) > 1 else None
+                attr = string_of(node.args[1]) if len(node.args) > 1 else None
                 if attr in rules.ATTRIBUTES:
                     found.append((f".{attr}", rules.ATTRIBUTES[attr]))
                 elif len(node.args) > 1 and attr is None:  # getattr(inspect, "st" + "ack")
@@ -275,7 +184,7 @@ def _exercise(tree, where, text, exercise, context) -> list[tuple[int, str, str]
     for src_where, stmt, src_text in reached:
         for node in ast.walk(stmt):
             label = None
-            for p in _paths(node, aliases) if isinstance(node, (ast.Name, ast.Attribute)) else ():
+            for p in paths_of(node, aliases) if isinstance(node, (ast.Name, ast.Attribute)) else ():
                 p = canonical(p, rex)
                 label = label or next(
                     (targets[t] for t in targets if p == t or p.startswith(t + ".")), None
@@ -283,7 +192,7 @@ def _exercise(tree, where, text, exercise, context) -> list[tuple[int, str, str]
                 if p.startswith("torch") and p.rpartition(".")[2] in builtins:
                     label = label or builtins[p.rpartition(".")[2]]
             if isinstance(node, ast.Attribute) and node.attr in builtins:
-                bases = {canonical(b, rex) for b in _paths(node.value, aliases)}
+                bases = {canonical(b, rex) for b in paths_of(node.value, aliases)}
                 if not any(b.startswith(NOT_TORCH) for b in bases):
                     label = label or builtins[node.attr]
             if label:

@@ -15,7 +15,8 @@ cells (JupyterLab: property inspector, "Cell Tags") and let ``tlab author`` writ
 The tags stay in the notebook, so running ``tlab author`` again changes nothing. It also strips
 outputs and execution counts and validates the result; ``--check`` only reports (exit code 1 if
 any notebook is not normalised or invalid). Cells without tags keep hand-written nbgrader
-metadata, which ``--check`` validates the same way.
+metadata, which ``--check`` validates the same way. What each tag means and the rules a cell
+must follow are :mod:`.cell_tags`; this module normalises and writes whole notebooks.
 """
 
 from __future__ import annotations
@@ -29,6 +30,13 @@ from pathlib import Path
 
 import nbformat
 
+from transformer_lab.grading.cell_tags import (
+    check_cell_content,
+    describe_cell,
+    metadata_from_tags,
+    validate_nbgrader,
+)
+
 __all__ = [
     "AuthoringResult",
     "normalise_notebook",
@@ -37,12 +45,6 @@ __all__ = [
     "find_notebooks",
 ]
 
-GRADE_ID_RE = re.compile(r"^[A-Za-z0-9_-]+$")
-TESTS_TAG_RE = re.compile(r"^tests:(.*)$")
-ID_TAG_RE = re.compile(r"^id:(.*)$")
-ROLE_TAGS = ("solution", "readonly")
-BEGIN_SOLUTION, END_SOLUTION = "BEGIN SOLUTION", "END SOLUTION"
-BEGIN_HIDDEN, END_HIDDEN = "BEGIN HIDDEN TESTS", "END HIDDEN TESTS"
 # Cell metadata that only records a past execution; it makes diffs noisy and carries no meaning.
 VOLATILE_CELL_METADATA = ("execution", "ExecuteTime", "collapsed", "scrolled")
 DEFAULT_KERNELSPEC = {
@@ -71,43 +73,6 @@ class AuthoringResult:
         return not self.changes
 
 
-def _is_tlab_tag(tag: str) -> bool:
-    return tag in ROLE_TAGS or bool(TESTS_TAG_RE.match(tag)) or bool(ID_TAG_RE.match(tag))
-
-
-def _parse_points(text: str) -> float | int | None:
-    try:
-        value = float(text)
-    except ValueError:
-        return None
-    if not value > 0 or value != value or value == float("inf"):
-        return None
-    return int(value) if value.is_integer() else value
-
-
-def _describe(index: int, cell) -> str:
-    first = next((ln.strip() for ln in cell.source.splitlines() if ln.strip()), "")
-    first = (first[:40] + "...") if len(first) > 40 else first
-    return f"cell {index} ({cell.cell_type}, id {cell.get('id', '?')}, {first!r})"
-
-
-def _markers_balanced(source: str, begin: str, end: str) -> tuple[int, str | None]:
-    """Count begin/end regions; return (regions, problem or None)."""
-    depth = regions = 0
-    for line in source.splitlines():
-        if begin in line:
-            if depth:
-                return regions, f"nested '### {begin}'"
-            depth, regions = 1, regions + 1
-        elif end in line:
-            if not depth:
-                return regions, f"'### {end}' without a matching '### {begin}'"
-            depth = 0
-    if depth:
-        return regions, f"'### {begin}' without a matching '### {end}'"
-    return regions, None
-
-
 def _ensure_cell_ids(nb) -> list[str]:
     """Upgrade to nbformat 4.5 (cell ids) with ids derived from content, unique per notebook."""
     changes = []
@@ -127,131 +92,6 @@ def _ensure_cell_ids(nb) -> list[str]:
             changes.append(f"cell {index}: assigned cell id {cid}")
         seen.add(cid)
     return changes
-
-
-def _metadata_from_tags(index: int, cell, result: AuthoringResult) -> dict | None:
-    """The nbgrader metadata that a cell's tags ask for (None if it has no tlab tags)."""
-    tags = [t for t in cell.metadata.get("tags", []) if _is_tlab_tag(t)]
-    if not tags:
-        return None
-    where = _describe(index, cell)
-    solution = "solution" in tags
-    readonly = "readonly" in tags
-    points = None
-    explicit_id = None
-    for tag in tags:
-        m = TESTS_TAG_RE.match(tag)
-        if m:
-            if points is not None:
-                result.errors.append(f"{where}: more than one tests:N tag")
-            points = _parse_points(m.group(1))
-            if points is None:
-                result.errors.append(
-                    f"{where}: tag {tag!r} needs a positive number of points, e.g. tests:2"
-                )
-                points = 1
-        m = ID_TAG_RE.match(tag)
-        if m:
-            if explicit_id is not None:
-                result.errors.append(f"{where}: more than one id: tag")
-            explicit_id = m.group(1)
-            if not GRADE_ID_RE.match(explicit_id):
-                result.errors.append(
-                    f"{where}: grade id {explicit_id!r} must match [A-Za-z0-9_-]+ (letters, digits, _ and -)"
-                )
-    graded = points is not None
-    if not (solution or graded or readonly):
-        result.errors.append(
-            f"{where}: an id: tag needs a role tag too (solution, tests:N or readonly)"
-        )
-        return None
-    if readonly and (solution or graded):
-        result.errors.append(f"{where}: 'readonly' cannot be combined with 'solution' or 'tests:N'")
-    if cell.cell_type == "markdown" and graded != solution:
-        result.errors.append(
-            f"{where}: a markdown cell must be tagged both 'solution' and 'tests:N' "
-            f"(a manually graded written answer), or 'readonly'"
-        )
-    if cell.cell_type == "raw" and (solution or graded):
-        result.errors.append(f"{where}: raw cells cannot be answer or test cells")
-
-    existing = cell.metadata.get("nbgrader", {}).get("grade_id")
-    if explicit_id is not None:
-        grade_id = explicit_id
-    elif existing and not (existing.startswith("cell-") and existing != f"cell-{cell['id']}"):
-        grade_id = existing  # keep a stable id (grades in a gradebook refer to it)
-    else:
-        grade_id = f"cell-{cell['id']}"  # derived; re-derived if the cell was copy-pasted
-
-    meta = {
-        "grade": graded,
-        "grade_id": grade_id,
-        "locked": readonly or (graded and not solution),
-        "schema_version": 3,
-        "solution": solution,
-    }
-    if graded:
-        meta["points"] = points
-    return meta
-
-
-def _check_cell_content(index: int, cell, result: AuthoringResult) -> None:
-    """Markers must sit in the right kind of cell and be balanced."""
-    where = _describe(index, cell)
-    nbg = cell.metadata.get("nbgrader", {})
-    is_solution, is_grade = nbg.get("solution", False), nbg.get("grade", False)
-    sol_regions, sol_problem = _markers_balanced(cell.source, BEGIN_SOLUTION, END_SOLUTION)
-    hid_regions, hid_problem = _markers_balanced(cell.source, BEGIN_HIDDEN, END_HIDDEN)
-    if sol_problem:
-        result.errors.append(f"{where}: {sol_problem}")
-    if hid_problem:
-        result.errors.append(f"{where}: {hid_problem}")
-    if sol_regions and not is_solution:
-        result.errors.append(f"{where}: has a SOLUTION region but is not tagged 'solution'")
-    if hid_regions and not is_grade:
-        result.errors.append(f"{where}: has a HIDDEN TESTS region but is not tagged 'tests:N'")
-    if is_solution and cell.cell_type == "code" and not sol_regions:
-        result.errors.append(
-            f"{where}: a code answer cell must mark its answer with '### BEGIN SOLUTION' / '### END SOLUTION'"
-        )
-    if is_grade and not is_solution and cell.cell_type == "code":
-        if not hid_regions:
-            result.warnings.append(
-                f"{where}: test cell has no hidden tests (### BEGIN HIDDEN TESTS)"
-            )
-        if not cell.source.strip():
-            result.errors.append(f"{where}: test cell is empty")
-
-
-def _validate_nbgrader(nb, result: AuthoringResult) -> None:
-    from nbgrader.nbgraderformat import MetadataValidator, ValidationError
-
-    validator = MetadataValidator()
-    seen: dict[str, int] = {}
-    for index, cell in enumerate(nb.cells):
-        meta = cell.metadata.get("nbgrader")
-        if meta is None:
-            continue
-        where = _describe(index, cell)
-        if meta.get("schema_version") != 3:
-            result.errors.append(f"{where}: nbgrader metadata must have schema_version 3")
-        gid = meta.get("grade_id")
-        if gid is not None:
-            if not GRADE_ID_RE.match(str(gid)):
-                result.errors.append(f"{where}: grade id {gid!r} must match [A-Za-z0-9_-]+")
-            if gid in seen and (meta.get("grade") or meta.get("solution") or meta.get("locked")):
-                result.errors.append(
-                    f"{where}: duplicate grade id {gid!r} (also cell {seen[gid]}); give one an id:NAME tag"
-                )
-            seen.setdefault(gid, index)
-        try:
-            validator.validate_cell(copy.deepcopy(cell))
-        except ValidationError as exc:
-            result.errors.append(f"{where}: invalid nbgrader metadata: {exc}")
-    try:
-        nbformat.validate(nb)
-    except nbformat.ValidationError as exc:
-        result.errors.append(f"notebook is not valid nbformat: {str(exc).splitlines()[0]}")
 
 
 def normalise_notebook(nb, result: AuthoringResult):
@@ -284,12 +124,14 @@ def normalise_notebook(nb, result: AuthoringResult):
                 result.changes.append(f"cell {index}: removed metadata {key!r}")
         if cell.cell_type != "code" and "attachments" in cell and not cell.attachments:
             del cell["attachments"]
-        wanted = _metadata_from_tags(index, cell, result)
+        wanted = metadata_from_tags(index, cell, result)
         if wanted is not None and cell.metadata.get("nbgrader") != wanted:
             cell.metadata["nbgrader"] = wanted
-            result.changes.append(f"{_describe(index, cell)}: nbgrader metadata written from tags")
-        _check_cell_content(index, cell, result)
-    _validate_nbgrader(nb, result)
+            result.changes.append(
+                f"{describe_cell(index, cell)}: nbgrader metadata written from tags"
+            )
+        check_cell_content(index, cell, result)
+    validate_nbgrader(nb, result)
     if not any(c.metadata.get("nbgrader", {}).get("grade") for c in nb.cells):
         result.warnings.append("no graded cells (tag test cells with tests:N)")
     return nb

@@ -16,15 +16,16 @@ For every student, :func:`preflight` reads the submitted notebooks and decides:
   gradebook and grades them as usual. (nbgrader 0.9.6's own ``add_missing_cells`` raises
   KeyError when the deleted test cell follows a non-graded cell, so we never rely on it.)
 
-The fixed copies are written to a staging folder; the students' original files are untouched.
-Nothing is copied by following a symbolic link (:func:`copy_without_links`): symlinks, FIFOs,
-devices and sockets in a submission are named in the notes and left out, a symlinked folder is
-not descended, and a notebook that is itself a symlink is not graded.
+The repairs themselves are :mod:`.notebook_repair` (``restore_missing_cells`` and
+``match_by_content`` are re-exported here). The fixed copies are written to a staging folder;
+the students' original files are untouched. Nothing is copied by following a symbolic link
+(:func:`copy_without_links`): symlinks, FIFOs, devices and sockets in a submission are named in
+the notes and left out, a symlinked folder is not descended, and a notebook that is itself a
+symlink is not graded.
 """
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 import os
@@ -67,6 +68,16 @@ copy_without_links, read_regular_file, open_regular, kind_of = (
     _nofollow.kind_of,
 )
 
+try:
+    from .notebook_repair import grade_id, match_by_content, restore_missing_cells
+except ImportError:  # loaded by file path in the grader's driver (no package, no torch)
+    _repair = _sibling("notebook_repair")
+    grade_id, match_by_content, restore_missing_cells = (
+        _repair.grade_id,
+        _repair.match_by_content,
+        _repair.restore_missing_cells,
+    )
+
 
 @dataclass
 class Preflight:
@@ -78,107 +89,6 @@ class Preflight:
     notes: list[str] = field(default_factory=list)
     restored: list[str] = field(default_factory=list)  # grade ids put back
     needs_review: str = ""  # why a person should check the grade (empty: nothing to check)
-
-
-def _grade_id(cell) -> str | None:
-    meta = cell.get("metadata", {}).get("nbgrader", {})
-    if meta.get("grade") or meta.get("solution") or meta.get("locked"):
-        return meta.get("grade_id")
-    return None
-
-
-def restore_missing_cells(submitted, released) -> tuple[object, list[str]]:
-    """Put back every nbgrader cell of ``released`` that ``submitted`` lacks.
-
-    Returns the repaired notebook (a copy) and the grade ids that were restored.
-    """
-    nb = copy.deepcopy(submitted)
-    present = {gid for gid in map(_grade_id, nb.cells) if gid}
-    restored: list[str] = []
-    for r_index, r_cell in enumerate(released.cells):
-        gid = _grade_id(r_cell)
-        if not gid or gid in present:
-            continue
-        # Anchor: the closest earlier release cell that the submission still has.
-        position = 0
-        for prev in reversed(released.cells[:r_index]):
-            prev_gid, prev_id = _grade_id(prev), prev.get("id")
-            found = next(
-                (
-                    i
-                    for i, c in enumerate(nb.cells)
-                    if (prev_gid and _grade_id(c) == prev_gid)
-                    or (not prev_gid and prev_id and c.get("id") == prev_id)
-                    or (not prev_gid and prev.source.strip() and c.source == prev.source)
-                ),
-                None,
-            )
-            if found is not None:
-                position = found + 1
-                break
-        cell = copy.deepcopy(r_cell)
-        if any(c.get("id") == cell.get("id") for c in nb.cells):
-            cell["id"] = f"restored-{gid}"[:64]
-        nb.cells.insert(position, cell)
-        present.add(gid)
-        restored.append(gid)
-    return nb, restored
-
-
-def _first_line(source: str) -> str:
-    return next((ln.strip() for ln in source.splitlines() if ln.strip()), "")
-
-
-def match_by_content(submitted, released) -> tuple[object, list[str], list[str]]:
-    """Give nbgrader metadata back to a notebook that lost it, matching cells by content.
-
-    A cell whose source is exactly a released cell's gets that cell's metadata; each released
-    answer cell is then matched with the student's cell of the same type that starts with the
-    same line (``def softmax(x, dim=-1):``) or, failing that, resembles it most (difflib ratio
-    at least 0.5). Returns the repaired copy, the grade ids matched, and the answer grade ids
-    that could not be matched.
-    """
-    import difflib
-
-    nb = copy.deepcopy(submitted)
-    used: set[int] = set()
-    matched: list[str] = []
-    by_source = {}
-    for cell in released.cells:
-        if _grade_id(cell) and cell.source.strip():
-            by_source.setdefault(cell.source, cell)
-    for i, cell in enumerate(nb.cells):
-        twin = by_source.get(cell.source)
-        if twin is not None and cell.cell_type == twin.cell_type:
-            cell.metadata["nbgrader"] = copy.deepcopy(twin.metadata["nbgrader"])
-            used.add(i)
-            matched.append(_grade_id(twin))
-    unmatched: list[str] = []
-    for r_cell in released.cells:
-        gid = _grade_id(r_cell)
-        meta = r_cell.get("metadata", {}).get("nbgrader", {})
-        if not gid or not meta.get("solution") or gid in matched:
-            continue
-        candidates = [
-            (i, c)
-            for i, c in enumerate(nb.cells)
-            if i not in used and c.cell_type == r_cell.cell_type
-        ]
-        first = _first_line(r_cell.source)
-        pick = next((i for i, c in candidates if first and _first_line(c.source) == first), None)
-        if pick is None and candidates:
-            ratio, pick = max(
-                (difflib.SequenceMatcher(None, r_cell.source, c.source).ratio(), i)
-                for i, c in candidates
-            )
-            pick = pick if ratio >= 0.5 else None
-        if pick is None:
-            unmatched.append(gid)
-            continue
-        nb.cells[pick].metadata["nbgrader"] = copy.deepcopy(meta)
-        used.add(pick)
-        matched.append(gid)
-    return nb, matched, unmatched
 
 
 def _read_notebook(path: Path):
@@ -272,8 +182,8 @@ def preflight(
             result.ok, result.reason = False, f"{path.name}: {exc}"
             shutil.rmtree(staging)
             return result
-        if not any(_grade_id(c) for c in nb.cells) and any(
-            _grade_id(c) for c in released[name].cells
+        if not any(grade_id(c) for c in nb.cells) and any(
+            grade_id(c) for c in released[name].cells
         ):
             nb, matched, unmatched = match_by_content(nb, released[name])
             result.notes.append(

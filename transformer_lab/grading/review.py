@@ -19,6 +19,8 @@ so ``ｉｎｓｐｅｃｔ.ｓｔａｃｋ()`` is read as ``inspect.stack()``. C
   files, files too large to read (:mod:`._review_files`);
 - the older patterns: patched modules, threads, files, processes, network, ... (:data:`PATTERNS`).
 
+Which cells are the student's, and which exercises each answers, is :mod:`._review_cells`.
+
 A flag is for a person to look at, never a lost point: the submission is marked needs_review
 and keeps its score until someone has looked.
 """
@@ -26,11 +28,10 @@ and keeps its score until someone has looked.
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 
 try:
-    from . import _review_files, _review_rules, _review_tree
+    from . import _review_cells, _review_files, _review_names, _review_rules, _review_tree
     from . import forbidden as _forbidden
     from . import similarity as _similarity
 except ImportError:  # loaded by file path in the grader's driver (no package, no torch)
@@ -47,13 +48,16 @@ except ImportError:  # loaded by file path in the grader's driver (no package, n
             spec.loader.exec_module(module)
         return sys.modules[key]
 
+    _review_cells = _sibling("_review_cells")
     _review_files = _sibling("_review_files")
     _review_rules = _sibling("_review_rules")
+    _review_names = _sibling("_review_names")
     _review_tree = _sibling("_review_tree")
     _forbidden, _similarity = _sibling("forbidden"), _sibling("similarity")
 
 PATTERNS = _review_rules.PATTERNS
 MAX_FILE_BYTES = _review_files.MAX_FILE_BYTES
+student_cells = _review_cells.student_cells  # re-exported from :mod:`._review_cells`
 
 __all__ = [
     "PATTERNS",
@@ -120,85 +124,12 @@ def _split(why: str) -> tuple[str, str]:
     return why, ""
 
 
-def _released_sources(released) -> set[str]:
-    return {_src(c) for c in _cells(released) if c.get("cell_type") == "code"}
-
-
-def _cells(nb) -> list:
-    cells = nb.get("cells", []) if isinstance(nb, dict) else getattr(nb, "cells", [])
-    return [c for c in cells if isinstance(c, dict)] if isinstance(cells, list) else []
-
-
-def _src(cell) -> str:
-    source = cell.get("source", "")
-    return "".join(map(str, source)) if isinstance(source, list) else str(source)
-
-
-def _meta(cell) -> dict:
-    metadata = cell.get("metadata")
-    meta = metadata.get("nbgrader") if isinstance(metadata, dict) else None
-    return meta if isinstance(meta, dict) else {}
-
-
-def student_cells(nb, released) -> list:
-    """Code cells written or changed by the student (not exactly a released cell's source)."""
-    course = _released_sources(released) if released is not None else set()
-    restored = {  # test and read-only cells: nbgrader puts the instructor's source back
-        _meta(c).get("grade_id")
-        for c in (_cells(released) if released is not None else ())
-        if _meta(c).get("locked") or (_meta(c).get("grade") and not _meta(c).get("solution"))
-    } - {None}
-    out = []
-    for cell in _cells(nb):
-        meta = _meta(cell)
-        locked = meta.get("locked") or (meta.get("grade") and not meta.get("solution"))
-        if locked and meta.get("grade_id") in restored:
-            continue  # (a cell the student marked "locked" himself is read like any other)
-        if cell.get("cell_type") == "code" and _src(cell) not in course:
-            out.append(cell)
-    return out
-
-
-def _answer_exercises(released) -> dict[str, list[str]]:
-    """{answer cell's grade_id: exercises its test cells check}, read from the released cells."""
-    defined: dict[str, str] = {}  # name defined by an answer cell -> its grade_id
-    for cell in _cells(released):
-        meta = _meta(cell)
-        if meta.get("solution") and cell.get("cell_type") == "code":
-            for name in re.findall(r"^(?:def|class)\s+(\w+)", _src(cell), re.MULTILINE):
-                defined[name] = meta.get("grade_id", "")
-    out: dict[str, list[str]] = {}
-    for cell in _cells(released):
-        if _meta(cell).get("grade"):
-            for exercise, arg in re.findall(r"check_(\w+)\(\s*(\w+)", _src(cell)):
-                if arg in defined and exercise not in out.setdefault(defined[arg], []):
-                    out[defined[arg]].append(exercise)
-    return out
-
-
-class _Source:
-    """One piece of code the kernel may run: a cell or a file, and where to point at it."""
-
-    def __init__(self, where: str, text: str, answer_to: list[str] | None = None):
-        self.where, self.text, self.answer_to = where, text, answer_to or []
-
-
-def _notebook_sources(name: str, nb, released) -> list[_Source]:
-    answers = _answer_exercises(released) if released is not None else {}
-    keep = {id(c) for c in student_cells(nb, released)}
-    out = []
-    for i, cell in enumerate(_cells(nb)):
-        if id(cell) in keep:
-            gid = _meta(cell).get("grade_id")
-            label = f"{name} cell {i}" + (f" ({gid})" if gid else " (added by the student)")
-            out.append(_Source(label, _src(cell), answers.get(gid, []) if gid else []))
-    return out
-
-
 def scan_notebook(nb, released) -> list[str]:
     """Flags for every student-written cell of ``nb`` (``released``: the student version)."""
     return _scan(
-        _notebook_sources("notebook", nb, released), [nb, released], {"notebook": released}
+        _review_cells.notebook_sources("notebook", nb, released),
+        [nb, released],
+        {"notebook": released},
     )
 
 
@@ -221,7 +152,7 @@ def scan_submission(folder, released_notebooks: dict) -> list[str]:
 
 
 def _scan_submission(root: Path, released_notebooks: dict) -> list[str]:
-    sources: list[_Source] = []
+    sources: list[_review_cells.Source] = []
     notes: list[str] = []
     notebooks = list(released_notebooks.values())
     for path in _review_files.files(root, notes):
@@ -232,43 +163,50 @@ def _scan_submission(root: Path, released_notebooks: dict) -> list[str]:
         if path.suffix == ".ipynb":
             nb = _review_files.read_notebook(path)
             if nb is None:  # not a notebook: read as text
-                sources.append(_Source(rel, path.read_text(encoding="utf-8", errors="replace")))
+                sources.append(
+                    _review_cells.Source(rel, path.read_text(encoding="utf-8", errors="replace"))
+                )
                 continue
             notebooks.append(nb)
             released = released_notebooks.get(path.stem)
             if released is None:  # another notebook: matched by content to any released one
-                released = {"cells": [c for r in released_notebooks.values() for c in _cells(r)]}
-            sources.extend(_notebook_sources(rel, nb, released))
+                released = {
+                    "cells": [
+                        c for r in released_notebooks.values() for c in _review_cells.cells(r)
+                    ]
+                }
+            sources.extend(_review_cells.notebook_sources(rel, nb, released))
         else:
-            sources.append(_Source(rel, path.read_text(encoding="utf-8", errors="replace")))
-    course = [_src(c) for nb in released_notebooks.values() for c in _cells(nb)]
+            sources.append(
+                _review_cells.Source(rel, path.read_text(encoding="utf-8", errors="replace"))
+            )
+    course = [
+        _review_cells.source_of(c)
+        for nb in released_notebooks.values()
+        for c in _review_cells.cells(nb)
+    ]
     notes += _review_files.shadowing(root, _review_files.imported_modules(course))
     return notes + _scan(sources, notebooks, released_notebooks)
 
 
-def _instructor_code(name: str, released) -> list[tuple[str, str]]:
-    """The released notebook's own code cells (not answers): an answer may call their helpers."""
-    return [
-        (f"{name}.ipynb, the instructor's cell {i}", _src(c))
-        for i, c in enumerate(_cells(released))
-        if c.get("cell_type") == "code" and not _meta(c).get("solution")
-    ]
-
-
-def _scan(sources: list[_Source], notebooks: list, released: dict) -> list[str]:
+def _scan(sources: list[_review_cells.Source], notebooks: list, released: dict) -> list[str]:
     """Flags for ``sources``; ``notebooks`` give the imports, ``released`` the instructor's code."""
     trees = [
-        _review_tree.parse(_similarity.normalise(_src(c)))
+        _review_names.parse(_similarity.normalise(_review_cells.source_of(c)))
         for nb in notebooks
         if nb is not None
-        for c in _cells(nb)
+        for c in _review_cells.cells(nb)
         if c.get("cell_type") == "code"
     ]
     context = {
-        "aliases": _review_tree.aliases_of(trees),  # every import of the notebooks counts
+        "aliases": _review_names.aliases_of(trees),  # every import of the notebooks counts
         "pool": _review_tree.definitions(
             [(s.where, s.text) for s in sources]
-            + [pair for name, nb in released.items() for pair in _instructor_code(name, nb)]
+            + [
+                pair
+                for name, nb in released.items()
+                for pair in _review_cells.instructor_code(name, nb)
+            ]
         ),
         "table": _forbidden.forbidden_table(),
         "reexports": _reexports(),
@@ -297,11 +235,11 @@ _REEXPORTS: dict[str, str] = {}
 
 def _reexports() -> dict[str, str]:
     if not _REEXPORTS:
-        _REEXPORTS.update(_review_tree.reexports(_similarity.package_sources()))
+        _REEXPORTS.update(_review_names.reexports(_similarity.package_sources()))
     return _REEXPORTS
 
 
-def _copies(source: _Source) -> list[str]:
+def _copies(source: _review_cells.Source) -> list[str]:
     """Units of ``source`` that are structural copies of the package's source."""
     out = []
     for unit in _similarity.units_of(source.text, source.where):

@@ -1,14 +1,9 @@
-"""Explorers of a trained GPT: generation step by step, and its attention over a prompt.
+"""The generation explorer: a trained GPT writing, one step at a time (notebook 7).
 
-    generation_explorer      a prompt box and temperature / top-k / top-p sliders; the model
-                             writes a continuation, and the next-token distribution of any step
-                             is drawn (before and after filtering), optionally beside what the
-                             student's own filter_logits makes of it
-    gpt_attention_explorer   one head's causal attention weights over the characters of a prompt,
-                             layer and head on sliders
-
-Both default to the shipped character model (``load_pretrained("tiny_gpt")``, val loss 1.86 on
-tiny Shakespeare).
+generation_explorer  a prompt box and temperature / top-k / top-p sliders; the model writes a
+                     continuation, and the next-token distribution of any step is drawn (before
+                     and after filtering), optionally beside what the student's own
+                     filter_logits makes of it
 """
 
 from __future__ import annotations
@@ -22,35 +17,12 @@ import torch
 from torch import Tensor
 
 from transformer_lab.threads import torch_threads
+from transformer_lab.widgets._gpt_common import char_label, encode_prompt, load_gpt
 from transformer_lab.widgets._placeholder import placeholder_if_grading
 
-__all__ = ["generation_explorer", "gpt_attention_explorer"]
+__all__ = ["generation_explorer"]
 
 FilterFn = Callable[..., Tensor]
-
-
-def _char_label(ch: str) -> str:
-    return {"\n": "⏎", " ": "␣"}.get(ch, ch)
-
-
-def _load(model, tokenizer):
-    if model is None:
-        from transformer_lab.checkpoints import load_pretrained
-
-        model, extras = load_pretrained("tiny_gpt")
-        tokenizer = extras["tokenizer"] if tokenizer is None else tokenizer
-    if tokenizer is None:
-        raise ValueError("give the tokenizer that goes with the model (tokenizer=...).")
-    return model.eval(), tokenizer
-
-
-def _encode(tokenizer, prompt: str, max_len: int) -> Tensor:
-    if not isinstance(prompt, str) or not prompt:
-        raise ValueError(f"prompt must be a non-empty string, but received {prompt!r}.")
-    unknown = sorted({ch for ch in prompt if ch not in tokenizer.stoi})
-    if unknown:
-        raise ValueError(f"the prompt has characters outside the vocabulary: {unknown}.")
-    return torch.tensor([tokenizer.encode(prompt)[-max_len:]])  # (1, T)
 
 
 def _reference_filter(logits: Tensor, temperature: float, top_k, top_p) -> Tensor:
@@ -59,7 +31,6 @@ def _reference_filter(logits: Tensor, temperature: float, top_k, top_p) -> Tenso
     return filter_logits(logits / temperature, top_k or None, top_p)
 
 
-# ---------------------------------------------------------------------------------------------
 def generation_explorer(
     model=None,
     tokenizer=None,
@@ -96,8 +67,8 @@ def generation_explorer(
 
     from transformer_lab.widgets import _common as ui
 
-    model, tokenizer = _load(model, tokenizer)
-    _encode(tokenizer, prompt, model.config.max_len)  # fail early on a bad prompt
+    model, tokenizer = load_gpt(model, tokenizer)
+    encode_prompt(tokenizer, prompt, model.config.max_len)  # fail early on a bad prompt
     V = tokenizer.vocab_size
     n_bars = max(2, min(n_bars, V))
     cache: dict[tuple, dict[str, Any]] = {}
@@ -106,7 +77,7 @@ def generation_explorer(
         key = (prompt, tau, k, p, seed)
         if key in cache:
             return cache[key]
-        idx = _encode(tokenizer, prompt, model.config.max_len)
+        idx = encode_prompt(tokenizer, prompt, model.config.max_len)
         gen = torch.Generator().manual_seed(seed)
         steps = []
         with torch.no_grad(), torch_threads(1):
@@ -199,7 +170,7 @@ def generation_explorer(
         if bars_yours is not None:
             heights = step["yours"][order] if step["yours"] is not None else np.zeros(n_bars)
             ui.set_bar_heights(bars_yours, heights)
-        labels = [_char_label(tokenizer.itos[int(i)]) for i in order]
+        labels = [char_label(tokenizer.itos[int(i)]) for i in order]
         ax.set_xticks(x, labels)
         for tick, i in zip(ax.get_xticklabels(), order):
             tick.set_color(ui.RED if int(i) == step["chosen"] else "black")
@@ -212,7 +183,7 @@ def generation_explorer(
             f"<mark>{html.escape(text[s])}</mark>{html.escape(text[s + 1 :])}"
         ).replace("\n", "⏎<br>")
         kept = int((step["final"] > 0).sum())
-        readout = f"step {s}: sampled '{_char_label(text[s])}' from {kept} of {V} characters.<br><code>{shown}</code>"
+        readout = f"step {s}: sampled '{char_label(text[s])}' from {kept} of {V} characters.<br><code>{shown}</code>"
         if filter_fn is not None:
             if step["error"]:
                 readout += f"<br><span style='color:{ui.RED}'>your filter_logits: {html.escape(step['error'])}</span>"
@@ -237,94 +208,3 @@ def generation_explorer(
     return ui.Explorer(
         "Generating with a trained GPT, one character at a time", controls, view, update
     )
-
-
-# ---------------------------------------------------------------------------------------------
-def gpt_attention_explorer(
-    model=None, tokenizer=None, prompt: str = "ROMEO:\nBut soft, what light through"
-) -> Any:
-    """One head's attention weights over the characters of a prompt.
-
-    Args:
-        model: a :class:`~transformer_lab.models.GPT` (default: the shipped tiny Shakespeare GPT).
-        tokenizer: its tokenizer (default: the shipped one).
-        prompt: the text to read (at most the model's max_len characters are used).
-    Returns:
-        An Explorer with controls ``prompt``, ``layer`` and ``head``; ``state()`` has
-        ``weights`` (T, T), the chosen head's causal attention (rows: queries), and ``tokens``.
-        Under grading, a placeholder.
-    """
-    if (placeholder := placeholder_if_grading("gpt_attention_explorer")) is not None:
-        return placeholder
-
-    from transformer_lab.widgets import _common as ui
-
-    model, tokenizer = _load(model, tokenizer)
-    _encode(tokenizer, prompt, model.config.max_len)
-    n_layers, n_heads = model.config.n_layers, model.config.n_heads
-    memo: dict[str, tuple[list[str], np.ndarray]] = {}
-
-    def attentions(text: str) -> tuple[list[str], np.ndarray]:
-        if text not in memo:
-            idx = _encode(tokenizer, text, model.config.max_len)
-            with torch.no_grad(), torch_threads(1):
-                maps = model(idx, output_attentions=True).attentions  # per layer (1, H, T, T)
-            chars = [_char_label(tokenizer.itos[int(i)]) for i in idx[0]]
-            memo.clear()
-            memo[text] = (chars, torch.stack([m[0] for m in maps]).numpy())  # (L, H, T, T)
-        return memo[text]
-
-    # 4.2 inches at 80 dpi: the figure, sliders and readout fit on a laptop screen together
-    fig, (ax,) = ui.new_figure(1, figsize=(7.0, 4.2))
-    view = ui.FigureView(fig)
-    im = ax.imshow(
-        np.zeros((2, 2)), cmap="Blues", vmin=0, vmax=1, interpolation="nearest", aspect="auto"
-    )
-    ax.set_xlabel("key (attended to)")
-    ax.set_ylabel("query (reading)")
-    fig.colorbar(im, ax=ax, fraction=0.046)
-    view.animate(im)
-    shown = {"prompt": None}
-
-    controls = {
-        "prompt": ui.widgets.Text(
-            value=prompt, description="prompt", continuous_update=False, style=ui.STYLE
-        ),
-        "layer": ui.widgets.IntSlider(
-            value=0, min=0, max=n_layers - 1, description="layer", style=ui.STYLE
-        ),
-        "head": ui.widgets.IntSlider(
-            value=0, min=0, max=n_heads - 1, description="head", style=ui.STYLE
-        ),
-    }
-
-    def update() -> tuple[dict[str, Any], str]:
-        text, layer, head = (controls[n].value for n in ("prompt", "layer", "head"))
-        chars, maps = attentions(text)
-        w = maps[layer, head]  # (T, T)
-        T = len(chars)
-        im.set_data(w)
-        if shown["prompt"] != text:  # new axes ticks: redraw the background once
-            im.set_extent((-0.5, T - 0.5, T - 0.5, -0.5))
-            ax.set_xticks(range(T), chars, fontsize=7)
-            ax.set_yticks(range(T), chars, fontsize=7)
-            shown["prompt"] = text
-            view.invalidate()
-        ax.set_title(f"layer {layer}, head {head}")
-        view.invalidate()
-        last = w[-1]
-        top = np.argsort(-last)[:3]
-        readout = (
-            f"The last character '{chars[-1]}' attends most to "
-            + ", ".join(f"'{chars[j]}' (position {j}, {last[j]:.2f})" for j in top)
-            + ". Everything above the diagonal is 0: no character reads a later one."
-        )
-        return {
-            "prompt": text,
-            "layer": layer,
-            "head": head,
-            "weights": w.copy(),
-            "tokens": chars,
-        }, readout
-
-    return ui.Explorer("Attention of the trained GPT over a prompt", controls, view, update)
