@@ -1037,7 +1037,7 @@ def test_checks_module_is_read_only():
     with pytest.raises(AttributeError, match="read-only"):
         del checks.check_causal_mask
     with pytest.raises(AttributeError, match="read-only"):
-        checks._core.Runner = None
+        checks.engine.core.Runner = None
 
 
 def test_checks_dict_edits_are_ignored_and_detected():
@@ -1075,7 +1075,7 @@ def test_pytorch_rewrapping_manual_seed_is_not_tampering_but_a_student_wrapper_i
     script = textwrap.dedent(
         """
         import functools, torch
-        from transformer_lab.checks import _guards as _integrity
+        from transformer_lab.checks.engine import guards as _integrity
         import torch._dynamo  # noqa: F401  (re-wraps torch.manual_seed)
         assert _integrity.tampered() == [], _integrity.tampered()
         original = torch.manual_seed

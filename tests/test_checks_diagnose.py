@@ -1,4 +1,4 @@
-"""The generic evidence of checks._diagnose, the public checks.diagnose API, and what a student
+"""The generic evidence of checks.engine.diagnose, the public checks.diagnose API, and what a student
 sees in a real kernel when a check fails."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from transformer_lab import checks
-from transformer_lab.checks._diagnose import DEFAULT, explain, softmax_zeros
+from transformer_lab.checks.engine.diagnose import DEFAULT, explain, softmax_zeros
 
 g = torch.Generator().manual_seed(0)
 E = torch.randn(2, 3, 4, 5, generator=g)

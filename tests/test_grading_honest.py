@@ -87,7 +87,7 @@ def test_alternative_judged_by_the_grader(notebook, grade_id, index, one_thread)
     run in the grading process) on the alternative, through the same request protocol as a
     graded kernel; here the 'kernel' is this process (the sandbox is tested by the slow tests
     below and by tests/test_grading_e2e.py)."""
-    from transformer_lab.checks import _serve
+    from transformer_lab.checks.engine import serve as _serve
     from transformer_lab.grading.judge import judge_cell
     from transformer_lab.grading.remote import RemoteKernel
 

@@ -1,6 +1,6 @@
 """The grader's verdicts (grading/judge.py) on functions that live in another namespace.
 
-The graded kernel is replaced by this process's own ``checks._serve`` reached through the same
+The graded kernel is replaced by this process's own ``checks.engine.serve`` reached through the same
 text protocol (no nbgrader, no sandbox): what is tested here is the decision, the proxies and
 the wire format. The real thing, a sandboxed kernel under ``tlab grade``, is tested in
 test_grading_e2e.py and test_grading_adversarial.py.
@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from transformer_lab.blocks import Block, LayerNorm
-from transformer_lab.checks import _serve
+from transformer_lab.checks.engine import serve as _serve
 from transformer_lab.grading.judge import graded_calls, judge_cell, visible_source
 from transformer_lab.grading.remote import RemoteError, RemoteKernel
 

@@ -229,7 +229,7 @@ sys.addaudithook(lambda event, args: None)
 atexit.register(print, "bye")
 """
 GUARDS = """\
-from transformer_lab.checks import _guards
+from transformer_lab.checks.engine import grading_hooks as _guards
 _guards._STATE["student"] = False
 """
 CHECKS_PRIVATE = """\
@@ -477,11 +477,11 @@ ATTACKS: dict[str, tuple[dict, list, dict, list[str]]] = {
         [
             (
                 "softmax_impl",
-                "from transformer_lab.checks import _diagnose as d\nd.same = lambda *a: True\n",
+                "from transformer_lab.checks.engine import diagnose as d\nd.same = lambda *a: True\n",
             )
         ],
         {},
-        ["transformer_lab.checks._diagnose", "line 1"],
+        ["transformer_lab.checks.engine.diagnose", "line 1"],
     ),
     "run_magic": ({}, [("softmax_impl", "%run helpers.py\n")], {}, ["magic", "%run"]),
 }
@@ -496,7 +496,9 @@ def test_every_attack_is_flagged_with_its_evidence(tmp_path, attack):
 
 def test_copies_beside_the_notebook_or_in_added_cells_are_flagged(tmp_path):
     sdpa = reference_source("transformer_lab/attention.py", "scaled_dot_product_attention")
-    loss = reference_source("transformer_lab/checks/lm_loss.py", "reference_lm_loss")
+    loss = reference_source(
+        "transformer_lab/checks/nb07_gpt/lm_loss_catalogue.py", "reference_lm_loss"
+    )
     folder = submission(
         tmp_path,
         answers={"sdpa_impl": "from helpers import attend as scaled_dot_product_attention\n"},
@@ -815,7 +817,7 @@ def test_the_forbidden_table_follows_the_checks():
     assert all(r.paths or r.builtin_names for rules in table.values() for r in rules)
     declared = sum(
         1
-        for path in forbidden.checks_dir().glob("*.py")
+        for path in forbidden.checks_dir().rglob("*.py")
         for node in ast.walk(ast.parse(path.read_text()))
         if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "Forbidden"
     )

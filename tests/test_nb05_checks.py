@@ -28,7 +28,7 @@ from tests.catalogues.nb05 import (
     mlp_good,
 )
 from transformer_lab import checks
-from transformer_lab.checks.sizes import reference_count
+from transformer_lab.checks.nb05_transformer_block.sizes import reference_count
 
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTION = ROOT / "solutions" / "05_transformer_block" / "05_transformer_block.ipynb"

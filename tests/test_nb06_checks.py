@@ -22,7 +22,7 @@ from tests.catalogues.nb06 import (
     good_corrupt_bernoulli,
 )
 from transformer_lab import bert_inputs, checks
-from transformer_lab.checks import bert_masking
+from transformer_lab.checks.nb06_bert import bert_masking
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "solutions" / "06_bert" / "06_bert.ipynb"

@@ -13,8 +13,11 @@ from pathlib import Path
 import pytest
 
 from transformer_lab import checks
-from transformer_lab.checks import _guards, registry
+from transformer_lab.checks import registry
+from transformer_lab.checks.engine import guards as _guards
 from transformer_lab.checks.registry import REGISTRY, Cell, Exercise
+
+PACKAGE = Path(checks.__file__).parent  # transformer_lab/checks
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -78,12 +81,20 @@ def test_checks_namespace_and_exercises_are_derived_from_the_registry():
 
 
 def test_every_checks_module_is_imported_and_sealed():
-    package = Path(checks.__file__).parent
     names = {
-        f"transformer_lab.checks.{info.name}"
-        for info in pkgutil.walk_packages([str(package)])
-        if info.name != "__main__"
+        info.name
+        for info in pkgutil.walk_packages(checks.__path__, prefix="transformer_lab.checks.")
+        if not info.name.endswith(".__main__")
     }
+    files = {  # every .py file of the tree, subpackages included
+        ".".join(
+            ("transformer_lab.checks", *p.relative_to(PACKAGE).with_suffix("").parts)
+        ).removesuffix(".__init__")
+        for p in PACKAGE.rglob("*.py")
+        if p.name != "__main__.py"
+    }
+    assert names == files - {"transformer_lab.checks"}
+    assert "transformer_lab.checks.nb07_gpt.lm_loss" in names
     assert names - set(_guards._SEALED) == set()
     assert "transformer_lab.checks" in _guards._SEALED
     with pytest.raises(AttributeError, match="read-only"):
@@ -135,7 +146,7 @@ def test_a_toy_exercise_needs_one_registration_to_reach_diagnose():
     """Adding an exercise: its check and one ``register(...)`` beside it; diagnose finds it."""
     import torch
 
-    from transformer_lab.checks._core import Runner
+    from transformer_lab.checks.engine.core import Runner
 
     def check_double(double, hidden=False):
         run = Runner("check_double", double, hidden=hidden)
@@ -155,3 +166,27 @@ def test_a_toy_exercise_needs_one_registration_to_reach_diagnose():
         assert "double" in {row["name"] for row in registry.plain()["exercises"]}
     finally:
         del REGISTRY["double"], registry.EXERCISES["double"]
+
+
+def test_each_exercise_is_checked_in_its_notebooks_package():
+    """The tree reads like the course: notebook 07's checks are in ``checks/nb07_gpt/``."""
+    packages = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists()}
+    for exercise in REGISTRY.values():
+        package = f"nb{exercise.notebook}"
+        assert package in packages, f"{exercise.notebook} has no checks package {package}"
+        assert exercise.check.__module__.startswith(f"transformer_lab.checks.{package}."), (
+            f"check_{exercise.name} is in {exercise.check.__module__}, not in checks/{package}/"
+        )
+    notebooks = {e.notebook for e in REGISTRY.values()}
+    assert packages == {"engine"} | {f"nb{n}" for n in notebooks}
+
+
+def test_a_checks_module_over_300_lines_says_why():
+    """Issue 25: no module over about 300 lines without a stated reason in its docstring."""
+    long = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        lines = len(path.read_text().splitlines())
+        doc = ast.get_docstring(ast.parse(path.read_text())) or ""
+        if lines > 300 and "300 lines" not in doc:
+            long[str(path.relative_to(PACKAGE))] = lines
+    assert not long, f"over 300 lines with no reason in the docstring: {long}"

@@ -39,7 +39,7 @@ def good_pairs_tensors(pairs, cls_id, sep_id, pad_id):
 
 def _pair_variant(bug):
     def impl(pairs, cls_id, sep_id, pad_id):
-        from transformer_lab.checks.bert import _assemble
+        from transformer_lab.checks.nb06_bert.pair_inputs import _assemble
 
         return _assemble(pairs, cls_id, sep_id, pad_id, bug)
 

@@ -1,4 +1,5 @@
-"""The course's exercises, each declared once, at the bottom of the module holding its check.
+"""The course's exercises, each declared once, at the bottom of the module holding its check
+(``checks/nbNN_<notebook>/<module>.py``, in the subpackage of the exercise's notebook).
 
     register(Exercise("softmax", "01_self_attention", "softmax(x, dim=-1)",
                       cells=(Cell("softmax_tests", "softmax", 2),),

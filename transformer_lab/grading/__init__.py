@@ -8,7 +8,7 @@
     execute     nbgrader Execute in the sandbox; graded cells decided by the judge
     sandbox     one bubblewrap sandbox per kernel (its command line: bwrap)
     judge       the graded cells' checks, run in the grading process (every point decided there)
-    remote      the student's functions in the kernel as local proxies (checks._serve answers;
+    remote      the student's functions in the kernel as local proxies (checks.engine.serve answers;
                 one call: remote_calls; the answers' codec: plain_data)
     feedback    feedback preprocessors that keep hidden tests hidden
     report      the per-assignment status CSV that never shows "could not grade" as 0

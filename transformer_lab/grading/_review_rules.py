@@ -48,9 +48,7 @@ DOTTED: dict[str, str] = {
         SOURCE,
     ),
     **dict.fromkeys(
-        "transformer_lab.grading transformer_lab.checks._guards transformer_lab.checks._integrity "
-        "transformer_lab.checks._core transformer_lab.checks._api "
-        "transformer_lab.checks._serve".split(),
+        "transformer_lab.grading transformer_lab.checks.engine".split(),  # the checks' engine
         INTERNALS,
     ),
 }
@@ -92,7 +90,7 @@ NAMES_AS_TEXT: dict[str, str] = {
 # Text inside string literals (paths, module names given as text).
 STRINGS: list[tuple[str, str]] = [
     (r"\.pyc?\b(?!\w)|site-packages|dist-packages|transformer_lab[/\\]", SOURCE),
-    (r"_guards|_integrity|_serve|application/vnd\.tlab|_STATE\b", INTERNALS),
+    (r"_guards|_integrity|_serve|checks\.engine|application/vnd\.tlab|_STATE\b", INTERNALS),
     (r"^(inspect|gc|runpy|marshal|importlib|ctypes|builtins)$", DYNAMIC),
 ]
 # Cell magics and shell escapes that run code from elsewhere; harmless magics are not flagged.

@@ -34,7 +34,7 @@ NOT_TORCH = ("numpy", "scipy", "math", "jax", "tensorflow")
 
 
 def _matches(path: str, table: dict[str, str]) -> str | None:
-    if path.startswith("transformer_lab.checks._"):  # any private part of the checks
+    if path.startswith(("transformer_lab.checks._", "transformer_lab.checks.engine")):  # private
         return rules.INTERNALS
     parts = path.split(".")
     for n in range(len(parts), 0, -1):
@@ -46,7 +46,7 @@ def _matches(path: str, table: dict[str, str]) -> str | None:
 
 def _why(path: str, rex: dict[str, str]) -> str | None:
     """What using ``path`` means; a public name the checks re-export from a private module
-    (``checks.diagnose`` is ``checks._api.diagnose``) is public."""
+    (``checks.diagnose`` is ``checks.engine.api.diagnose``) is public."""
     why = _matches(canonical(path, rex), rules.DOTTED)
     if why == rules.INTERNALS and _matches(path, rules.DOTTED) != rules.INTERNALS:
         return None

@@ -59,8 +59,8 @@ __all__ = ["GuardedExecute", "PRIME_CODE", "RUN"]
 
 PRIME_CODE = """\
 try:
-    from transformer_lab.checks import _guards as _tlab_guards  # snapshot before student code
-    from transformer_lab.checks import _serve as _tlab_serve  # the grader's requests
+    from transformer_lab.checks.engine import grading_hooks as _tlab_guards  # snapshot first
+    from transformer_lab.checks.engine import serve as _tlab_serve  # the grader's requests
     _tlab_guards.arm()
     del _tlab_guards, _tlab_serve
 except Exception:
@@ -69,7 +69,7 @@ except Exception:
 
 CONTEXT_CODE = """\
 try:
-    __import__("sys").modules["transformer_lab.checks._guards"].context({student})
+    __import__("sys").modules["transformer_lab.checks.engine.grading_hooks"].context({student})
 except Exception:
     pass
 """

@@ -2,7 +2,7 @@
 
 Every check lists the references it disables while the student's function runs, as
 ``Forbidden(label, function=..., codes={...}, builtin_names=(...))`` calls in
-``transformer_lab/checks/*.py``. The grader needs the same list to flag, in the student's code,
+``transformer_lab/checks/**/*.py``. The grader needs the same list to flag, in the student's code,
 a call of the package's reference for the very thing an exercise asks (which a recompiled copy
 can hide from the kernel). Importing the checks would import torch (~2 s per grading process);
 reading their syntax tree takes milliseconds and always agrees with the checks as shipped.
@@ -119,8 +119,9 @@ def _rules_in(body: list[ast.stmt], env: dict[str, list[str]]) -> list[Rule]:
 class _Module:
     """One checks module: its import aliases and its module-level helpers."""
 
-    def __init__(self, path: Path):
-        self.name = f"transformer_lab.checks.{path.stem}"
+    def __init__(self, path: Path, root: Path):
+        parts = path.relative_to(root).with_suffix("").parts  # ("nb01_self_attention", "softmax")
+        self.name = ".".join(("transformer_lab.checks", *parts))
         self.tree = ast.parse(path.read_text(encoding="utf-8"))
         self.env = {k: [v] for k, v in _aliases(self.tree).items()}
         self.helpers: dict[str, list[ast.stmt]] = {}  # name -> statements to read for rules
@@ -197,7 +198,8 @@ def _check_rules(modules: dict[str, _Module], module: _Module, body: list[ast.st
 @functools.lru_cache(maxsize=2)
 def forbidden_table(folder: str | None = None) -> dict[str, tuple[Rule, ...]]:
     """{exercise: forbidden references} for every check that forbids something."""
-    modules = {m.name: m for m in map(_Module, sorted(Path(folder or checks_dir()).glob("*.py")))}
+    root = Path(folder or checks_dir())
+    modules = {m.name: m for m in (_Module(p, root) for p in sorted(root.rglob("*.py")))}
     table: dict[str, tuple[Rule, ...]] = {}
     for module in modules.values():
         for node in module.tree.body:

@@ -118,7 +118,7 @@ def judge_cell(kernel, source: str, secret: str, budget: float = 300.0) -> Verdi
     import torch
 
     from transformer_lab import checks
-    from transformer_lab.checks import _guards
+    from transformer_lab.checks.engine import grading_hooks
     from transformer_lab.grading.remote import RemoteError, RemoteTimeout
 
     verdict = Verdict(passed=True)
@@ -145,7 +145,10 @@ def judge_cell(kernel, source: str, secret: str, budget: float = 300.0) -> Verdi
             printed = io.StringIO()
             try:
                 kernel.reset()
-                with _guards.judging(secret, call.hidden), contextlib.redirect_stdout(printed):
+                with (
+                    grading_hooks.judging(secret, call.hidden),
+                    contextlib.redirect_stdout(printed),
+                ):
                     check(kernel.function(call.expression), hidden=call.hidden)
             except AssertionError as exc:  # CheckFailed: the instant check's own message
                 verdict.passed = False

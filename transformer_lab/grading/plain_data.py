@@ -124,7 +124,7 @@ def _tensor(item: dict) -> torch.Tensor:
 
 def exception(error: dict) -> BaseException:
     """The student's exception, described by the kernel, as an exception to raise here."""
-    from transformer_lab.checks._guards import ReferenceUsed
+    from transformer_lab.checks.engine.forbid import ReferenceUsed
 
     name, message = str(error.get("type", "Exception")), str(error.get("message", ""))
     if name == "ReferenceUsed":

@@ -1,7 +1,7 @@
 """The grader's side of a graded kernel: the student's objects as local proxies.
 
 :class:`RemoteKernel` sends one request at a time to the kernel's
-:func:`transformer_lab.checks._serve.serve` (a silent execution whose answer comes back in the
+:func:`transformer_lab.checks.engine.serve.serve` (a silent execution whose answer comes back in the
 reply's ``user_expressions``) and decodes the answer. Only plain data is decoded: tensors from
 their dtype, shape and bytes, numbers, strings, sequences and string-keyed dicts; nothing the
 kernel sends is unpickled or executed here. Anything else the kernel holds (a model the
@@ -66,9 +66,7 @@ class RemoteKernel:
         except Exception as exc:  # the grader's own arguments: its failure, never the student's
             self.problems.append(f"could not send a check's arguments ({exc})")
             raise NotSendable(f"the grader could not send these arguments ({exc})") from None
-        expression = (
-            f"__import__('transformer_lab.checks._serve', fromlist=['serve']).serve({payload!r})"
-        )
+        expression = f"__import__('transformer_lab.checks.engine.serve', fromlist=['serve']).serve({payload!r})"
         self.requests += 1
         timeout = self.timeout
         if self.deadline is not None:
@@ -160,7 +158,7 @@ class RemoteObject:
         return RemoteObject
 
     def __reduce__(self):
-        from transformer_lab.checks._serve import _Ref
+        from transformer_lab.checks.engine.serve import _Ref
 
         return (_Ref, (object.__getattribute__(self, "_handle"),))
 

@@ -36,9 +36,9 @@ class _Bridge(torch.autograd.Function):
 
 def call(kernel, target: dict, args: tuple, kwargs: dict) -> Any:
     """Call ``target`` (a name or a handle) in the kernel with ``args`` and ``kwargs``."""
-    from transformer_lab.checks import _guards
+    from transformer_lab.checks.engine import grading_hooks
 
-    items, sink = _guards.active_forbidden()
+    items, sink = grading_hooks.active_forbidden()
     grad_enabled = torch.is_grad_enabled()
     leaves = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
     # The checks' call monitor (a profile hook) watches this process, where no student code

@@ -1,6 +1,6 @@
 """Review flags from reading the student's code (in the grader, where the student cannot reach).
 
-The kernel reports what it saw (``checks._guards.findings``), but a student who controls the
+The kernel reports what it saw (``checks.engine.grading_hooks.findings``), but a student who controls the
 kernel can silence it. What the student *wrote* cannot be hidden from the grader:
 :func:`scan_submission` reads every file the kernel could execute (every code cell of every
 notebook in the submission folder, and every ``.py``, ``.pth``, ``.txt`` and ``.json`` file

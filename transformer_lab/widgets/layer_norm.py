@@ -68,7 +68,7 @@ def layer_norm_explorer(
     if (placeholder := placeholder_if_grading("layer_norm_explorer")) is not None:
         return placeholder
 
-    from transformer_lab.checks.blocks import _ln_mistakes
+    from transformer_lab.checks.nb05_transformer_block.blocks import _ln_mistakes
     from transformer_lab.widgets import _common as ui
 
     C = d_model

@@ -1,0 +1,242 @@
+"""Check for notebook 0, exercise 3: training the merges.
+
+    train_merges(text, n_merges) -> [(left, right), ...]     merge i creates token 256 + i
+
+A wrong list of merges is first compared with whole-run variants (ties broken another way,
+pairs counted across words or once, ids numbered from 255, code points instead of bytes, ...);
+otherwise the run is replayed up to the first merge that differs, and the message says what
+was true at that step (a tie, a pair that no longer occurs, one that is not the most frequent).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from transformer_lab import bpe as _bpe
+from transformer_lab import bpe as _ref
+from transformer_lab.checks.engine.core import Case, Runner, generator, kind_of
+from transformer_lab.checks.engine.forbid import Forbidden
+from transformer_lab.checks.engine.messages import signature_hint as _signature_hint
+from transformer_lab.checks.nb00_tokens_and_embeddings.bpe import random_words
+from transformer_lab.checks.registry import Cell, Exercise, register
+
+__all__ = ["check_train_merges"]
+
+_TRAIN = _ref.train_merges
+_BEST = _ref.best_pair
+_COUNT = _ref.count_pairs
+_MERGE = _ref.merge_pair
+
+
+def _naive(
+    words: dict,
+    n_merges: int,
+    pick: Callable[[dict], Any],
+    first_id: int = 256,
+    recount: bool = True,
+    min_count: int = 1,
+) -> list:
+    """The textbook loop with a chosen rule, to reproduce one mistake on the same input."""
+    merges: list = []
+    counts = _COUNT(words)
+    for i in range(n_merges):
+        if recount:
+            counts = _COUNT(words)
+        counts = {p: n for p, n in counts.items() if n > 0}
+        if not counts:
+            break
+        pair = pick(counts)
+        if counts[pair] < min_count:
+            break
+        merges.append(pair)
+        merged: dict = {}
+        for word, n in words.items():
+            key = tuple(_MERGE(list(word), pair, first_id + i))
+            merged[key] = merged.get(key, 0) + n
+        words = merged
+        if not recount:
+            counts.pop(pair)
+    return merges
+
+
+def _smallest(c: dict):
+    return min(c, key=lambda p: (-c[p], p))
+
+
+def _variants(text: str, n: int) -> list[tuple[str, Callable[[], list]]]:
+    words = _ref.word_counts(text)
+    points: dict = {}
+    for w in _ref.split_words(text):
+        key = tuple(ord(ch) for ch in w)
+        points[key] = points.get(key, 0) + 1
+    tie = (
+        "ties are broken differently: among pairs with the same count take the smallest "
+        "(left id, right id), e.g. min(counts, key=lambda p: (-counts[p], p))"
+    )
+    return [
+        (tie, lambda: _naive(words, n, lambda c: max(c, key=lambda p: (c[p], p)))),
+        (tie, lambda: _naive(words, n, lambda c: max(c, key=c.get))),
+        (tie, lambda: _naive(words, n, lambda c: min(c, key=lambda p: (-c[p], p[::-1])))),
+        (tie, lambda: _naive(words, n, lambda c: min(c, key=lambda p: (-c[p], str(p))))),
+        (
+            "you count pairs across word boundaries: split the text into words first "
+            "(bpe.word_counts(text)) and count inside each word only",
+            lambda: _naive({tuple(text.encode("utf-8")): 1}, n, _smallest),
+        ),
+        (
+            "the pair counts are stale: recount the pairs after every merge (the merge "
+            "changes which pairs exist and how often)",
+            lambda: _naive(words, n, _smallest, recount=False),
+        ),
+        (
+            "merge i must create token 256 + i (ids 0..255 are the bytes); yours starts at 255",
+            lambda: _naive(words, n, _smallest, first_id=255),
+        ),
+        (
+            "merge i must create token 256 + i (ids 0..255 are the bytes); yours starts at 257",
+            lambda: _naive(words, n, _smallest, first_id=257),
+        ),
+        (
+            "you stop at pairs that occur only once: keep merging while any pair occurs (count "
+            ">= 1) until n_merges merges are learned",
+            lambda: _naive(words, n, _smallest, min_count=2),
+        ),
+        (
+            "the words are sequences of UTF-8 bytes (word.encode('utf-8')), not of code points "
+            "(ord(ch)): use bpe.word_counts(text)",
+            lambda: _naive(points, n, _smallest),
+        ),
+        (
+            "you return one merge too many: learn exactly n_merges merges",
+            lambda: _naive(words, n + 1, _smallest),
+        ),
+        (
+            "you return one merge too few: learn exactly n_merges merges",
+            lambda: _naive(words, max(n - 1, 0), _smallest),
+        ),
+    ]
+
+
+def _replay(text: str, got: list, want: list) -> tuple[str, bool]:
+    """What was true at the first merge where ``got`` leaves ``want``."""
+    k = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
+    words = _ref.word_counts(text)
+    for i, pair in enumerate(want[:k]):
+        words = {tuple(_MERGE(list(w), pair, 256 + i)): n for w, n in words.items()}
+    counts = _COUNT(words)
+    if k >= len(want):
+        return (
+            f"merges {k} and after: you learned {len(got)} merges, but {len(want)} were asked "
+            f"for and possible: stop after n_merges merges",
+            False,
+        )
+    if k >= len(got):
+        left = "pairs still occur" if counts else "no pair is left"
+        return (
+            f"you stopped after {len(got)} merges, but {len(want)} were asked for and {left} "
+            f"at that point: keep merging until n_merges merges or no pair is left",
+            bool(counts),
+        )
+    mine, best = got[k], want[k]
+    where = f"at merge {k} (token {256 + k})"
+    if mine not in counts:
+        return (
+            f"{where} you chose {mine}, which occurs in no word at that point (the most "
+            f"frequent pair is {best}, {counts[best]} times): recount the pairs of the merged "
+            f"words after every merge, inside words only",
+            True,
+        )
+    if counts[mine] == counts[best]:
+        return (
+            f"ties are broken differently: {where} the pairs {mine} and {best} both occur "
+            f"{counts[best]} times, and the rule takes the smallest (left id, right id), {best}",
+            True,
+        )
+    return (
+        f"{where} you chose {mine} ({counts[mine]} times), but {best} occurs {counts[best]} "
+        f"times: take the most frequent pair, recounted after every merge",
+        True,
+    )
+
+
+def _cases(hidden: bool) -> list[Case]:
+    g = generator(7500 if hidden else 500)
+    specs = [
+        ("a tie in the first merge", "ab ab ba ba", 1),
+        ("counts change after a merge", "aaa aaa ab ab ab", 3),
+        ("words only", "ab ab ab\nba ba ba", 2),
+        ("more merges than pairs", "hi hi", 5),
+        ("no merges", "to be or not to be", 0),
+        ("unicode", "naïve café naïve ñandú café ☕☕", 6),
+        ("Shakespeare", _ref_excerpt(), 25),
+    ]
+    specs.append(("a random text", " ".join(random_words(g, 60)), 12))
+    if hidden:
+        specs.append(("another random text", " ".join(random_words(g, 90, 8)), 20))
+    return [
+        Case(name, (text, n), {}, f"text={text[:60]!r}..., n_merges={n}") for name, text, n in specs
+    ]
+
+
+def _ref_excerpt() -> str:
+    from transformer_lab.data.text import load_shakespeare
+
+    return load_shakespeare()[:600]
+
+
+def check_train_merges(train_merges, hidden: bool = False) -> None:
+    """Check ``train_merges(text, n_merges) -> [(left, right), ...]`` against the reference."""
+    __tracebackhide__ = True
+    run = Runner(
+        "check_train_merges",
+        train_merges,
+        [
+            Forbidden("transformer_lab.bpe.train_merges", function=_TRAIN),
+            Forbidden("transformer_lab.bpe.best_pair", function=_BEST),
+        ],
+        hidden,
+        lambda e, c: _signature_hint(e, "train_merges(text, n_merges)"),
+    )
+    for case in _cases(hidden):
+        text, n = case.args
+        want = _TRAIN(text, n)
+        got = run.call(case)
+        if got is None:
+            run.fail("your function returned None: return the list of merges.", case)
+        if type(got) is not list:
+            run.fail(f"return a list of merges, but yours is {kind_of(got)}.", case)
+        for item in got:
+            if type(item) is list and len(item) == 2:
+                run.fail("return each merge as a tuple (left, right), not a list.", case)
+            if type(item) is int:
+                run.fail(
+                    "return the merged pairs (left id, right id), not the new token ids.", case
+                )
+            if type(item) is not tuple or len(item) != 2 or any(type(t) is not int for t in item):
+                run.fail(
+                    f"each merge is a tuple (left id, right id) of two ints, but yours holds "
+                    f"{kind_of(item)}.",
+                    case,
+                )
+        if got == want:
+            continue
+        for message, variant in _variants(text, n):
+            candidate = variant()
+            if candidate == got and candidate != want:
+                run.fail(message + ".", case)
+        message, named = _replay(text, got, want)
+        run.fail(message + ".", case, named=named)
+    run.passed()
+
+
+register(
+    Exercise(
+        "train_merges",
+        "00_tokens_and_embeddings",
+        "train_merges(text, n_merges) -> [(left, right), ...]",
+        cells=(Cell("train_merges_tests", "train_merges", 2),),
+        check=check_train_merges,
+        reference=_bpe.train_merges,
+    )
+)

@@ -1,0 +1,203 @@
+"""Check for notebook 2, exercise 5: row-vector weights copied into nn.MultiheadAttention.
+
+to_torch_mha(w_q, w_k, w_v, w_o, n_heads) -> nn.MultiheadAttention(C, H, bias=False,
+    batch_first=True) in eval mode
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from transformer_lab import heads as _ref
+from transformer_lab.checks.engine.core import Case, Runner, describe_args, generator
+from transformer_lab.checks.engine.forbid import Forbidden
+from transformer_lab.checks.engine.guards import TRUSTED, verify
+from transformer_lab.checks.engine.messages import signature_hint as _signature_hint
+from transformer_lab.checks.registry import Cell, Exercise, register
+
+ATOL, RTOL = 1e-5, 1e-4
+
+__all__ = ["check_to_torch_mha"]
+
+
+# ---------------------------------------------------------------------------------------------
+# copying row-vector weights into PyTorch's nn.MultiheadAttention
+def _to_torch_cases(hidden: bool) -> list[Case]:
+    g = generator(7 if hidden else 0)
+    sizes = [(6, 1), (6, 6), (20, 5), (32, 8)] if hidden else [(8, 2), (12, 3), (16, 4)]
+    cases = []
+    for C, H in sizes:
+        ws = tuple(
+            torch.randn(C, C, generator=g) / math.sqrt(C) for _ in range(4)
+        )  # w_q, w_k, w_v, w_o
+        x = torch.randn(2, 5, C, generator=g)
+        with torch.random.fork_rng(
+            devices=[]
+        ):  # the module's init must not move the notebook's global RNG
+            reference = _ref.MultiHeadAttention(C, H, bias=False).eval()
+        with torch.no_grad():
+            for proj, w in zip(
+                (reference.q_proj, reference.k_proj, reference.v_proj, reference.out_proj), ws
+            ):
+                proj.weight.copy_(w.T)  # nn.Linear stores (out, in)
+            expected = reference(x, need_weights=True)
+        case = Case(f"C={C}, H={H}", (*ws, H), {}, describe_args(w_q=ws[0], n_heads=H))
+        case.data.update(C=C, H=H, w=ws, x=x, expected=expected)
+        cases.append(case)
+    return cases
+
+
+def _slots(module: nn.MultiheadAttention, C: int, ws: tuple) -> str:
+    """Say which of the weights sits in each block of in_proj_weight and in out_proj.weight
+    ('' when a block holds none of them)."""
+    names = ("w_q", "w_k", "w_v", "w_o")
+    known = [(f"{n}.T", w.T) for n, w in zip(names, ws)] + list(zip(names, ws))
+
+    def which(block) -> str | None:
+        for name, w in known:
+            if block.shape == w.shape and TRUSTED.allclose(block, w, atol=1e-6):
+                return name
+        return None
+
+    in_proj = module.in_proj_weight
+    if in_proj is None or tuple(in_proj.shape) != (3 * C, C):
+        return ""
+    found = [which(in_proj[i * C : (i + 1) * C]) for i in range(3)] + [
+        which(module.out_proj.weight)
+    ]
+    want = ["w_q.T", "w_k.T", "w_v.T", "w_o.T"]
+    if None in found or found == want:
+        return ""
+    return (
+        f" in_proj_weight holds {', '.join(found[:3])} (in that order) and out_proj.weight "
+        f"holds {found[3]}: they must be w_q.T, w_k.T, w_v.T (queries, keys, values) and w_o.T."
+    )
+
+
+def check_to_torch_mha(to_torch_mha, hidden: bool = False) -> None:
+    """Check ``to_torch_mha(w_q, w_k, w_v, w_o, n_heads)``: the returned ``nn.MultiheadAttention``
+    must compute the package's MultiHeadAttention (no bias) with these row-vector weights."""
+    __tracebackhide__ = True  # IPython hides this frame: students see their cell and the message
+    forbidden = [
+        Forbidden("transformer_lab's MultiHeadAttention", function=_ref.MultiHeadAttention.forward)
+    ]
+    run = Runner(
+        "check_to_torch_mha",
+        to_torch_mha,
+        forbidden,
+        hidden,
+        lambda e, c: (
+            "copy into the parameters under `with torch.no_grad():` (an in-place copy into a "
+            "parameter that requires grad is refused otherwise)"
+            if "leaf Variable" in str(e)
+            else "in_proj_weight is one (3C, C) matrix: torch.cat([w_q.T, w_k.T, w_v.T], dim=0)"
+            if "must match the size" in str(e)
+            else _signature_hint(e, "to_torch_mha(w_q, w_k, w_v, w_o, n_heads)")
+        ),
+    )
+    for case in _to_torch_cases(hidden):
+        C, H, x = case.data["C"], case.data["H"], case.data["x"]
+        w_q, w_k, w_v, w_o = case.data["w"]
+        want, want_w = case.data["expected"]
+        module = run.call(case)
+        if module is None:
+            run.fail("your function returned None: did you forget `return module`?", case)
+        if not isinstance(module, nn.MultiheadAttention):
+            run.fail(
+                f"return a torch.nn.MultiheadAttention, but received {type(module).__name__}.", case
+            )
+        if module.embed_dim != C or module.num_heads != H:
+            run.fail(
+                f"the module should have embed_dim={C} and num_heads={H}, but yours has embed_dim="
+                f"{module.embed_dim} and num_heads={module.num_heads}.",
+                case,
+            )
+        if not module.batch_first:
+            run.fail(
+                "create the module with batch_first=True: the course's inputs are (B, T, C).", case
+            )
+        if module.training:
+            run.fail("call .eval() on the module before returning it.", case)
+        extras = [
+            n for n in ("in_proj_bias", "bias_k", "bias_v") if getattr(module, n, None) is not None
+        ]
+        if module.out_proj.bias is not None:
+            extras.append("out_proj.bias")
+        if extras:
+            run.fail(
+                f"your module has biases ({', '.join(extras)}): the course's attention has none; "
+                f"create it with bias=False (and without add_bias_kv).",
+                case,
+            )
+        for pname, param, shape in (
+            ("in_proj_weight", module.in_proj_weight, (3 * C, C)),
+            ("out_proj.weight", module.out_proj.weight, (C, C)),
+        ):
+            if param is not None and tuple(param.shape) != shape:
+                run.fail(
+                    f"{pname} has shape {tuple(param.shape)}, but the module needs {shape}: "
+                    f"PyTorch stores (out, in), so in_proj_weight is torch.cat([w_q.T, w_k.T, "
+                    f"w_v.T], dim=0) and out_proj.weight is w_o.T (copy them in place).",
+                    case,
+                )
+        try:
+            with torch.no_grad():
+                got, got_w = module(x, x, x, need_weights=True, average_attn_weights=False)
+        except Exception as exc:  # a module the student broke: say so instead of crashing
+            run.fail(
+                f"your module raised {type(exc).__name__} when called: {exc}", case, named=False
+            )
+        verify(run.name)  # the module ran outside the call monitor: nothing may have been patched
+        if not TRUSTED.allclose(got, want, atol=1e-5):
+            hint = ""
+            with torch.no_grad():
+                in_proj = module.in_proj_weight
+                if in_proj is not None and C > 1 and TRUSTED.allclose(in_proj[:C], w_q, atol=1e-6):
+                    hint = " in_proj_weight holds W_q untransposed: PyTorch stores (out, in), so copy w_q.T."
+                elif TRUSTED.allclose(module.out_proj.weight, w_o, atol=1e-6):
+                    hint = " out_proj.weight holds W_o untransposed: copy w_o.T."
+                elif in_proj is not None and TRUSTED.allclose(in_proj[:C], w_k.T, atol=1e-6):
+                    hint = " the rows of in_proj_weight are queries, then keys, then values."
+                elif (
+                    in_proj is not None
+                    and TRUSTED.allclose(in_proj[C : 2 * C], w_q.T, atol=1e-6)
+                    and not TRUSTED.allclose(w_k, w_q)
+                ):
+                    hint = (
+                        " in_proj_weight holds W_q three times: its rows are w_q.T, then w_k.T, "
+                        "then w_v.T."
+                    )
+                elif (
+                    in_proj is not None
+                    and TRUSTED.allclose(in_proj, torch.cat([w_q.T, w_k.T, w_v.T]), atol=1e-6)
+                    and not TRUSTED.allclose(module.out_proj.weight, w_o.T, atol=1e-6)
+                ):
+                    hint = (
+                        " in_proj_weight is right, but out_proj.weight does not hold W_o: copy "
+                        "w_o.T into it."
+                    )
+                if not hint:
+                    hint = _slots(module, C, case.data["w"])
+            run.fail(
+                f"for C={C}, H={H} PyTorch's output differs from the reference.{hint}",
+                case,
+                named=bool(hint),
+            )
+        if not TRUSTED.allclose(got_w, want_w, atol=1e-5):
+            run.fail(f"for C={C}, H={H} the attention weights differ.", case)
+    run.passed()
+
+
+register(
+    Exercise(
+        "to_torch_mha",
+        "02_multi_head_attention",
+        "to_torch_mha(w_q, w_k, w_v, w_o, n_heads) -> nn.MultiheadAttention",
+        cells=(Cell("torch_mha_tests", "to_torch_mha", 2),),
+        check=check_to_torch_mha,
+        against="torch.nn.MultiheadAttention",
+    )
+)

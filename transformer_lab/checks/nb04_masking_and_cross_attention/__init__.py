@@ -1,0 +1,1 @@
+"""Checks of notebook 04: causal and padding masks, future leaks, padding a batch, and cross-attention."""

@@ -1,0 +1,139 @@
+"""Check for notebook 4, exercise 2: a detector of information flowing from future tokens.
+
+    future_leaks(attend, T, C, seed=0) -> bool, True if an output depends on a later token
+
+The detector is run on small attention layers that do and do not leak (transformer_lab.utils);
+the layers record what the detector feeds them, which names its mistake.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from transformer_lab.checks.engine.core import Case, Runner, kind_of
+from transformer_lab.checks.engine.guards import TRUSTED
+from transformer_lab.checks.engine.messages import signature_hint as _signature_hint
+from transformer_lab.checks.registry import Cell, Exercise, register
+from transformer_lab.utils import LEAK_MODES, attention_layer
+
+__all__ = ["check_future_leaks"]
+
+# ---------------------------------------------------------------------------------------------
+# a leak detector: small attention layers that do and do not let the future in
+_LEAK_HINTS = {
+    "after softmax": " It leaks through the softmax's denominator, more weakly than the allowed "
+    "keys: compare exactly (torch.equal), not with a tolerance.",
+    "faint leak": " Later tokens change the outputs by a few parts in 10 million: compare "
+    "exactly (torch.equal), not with a relative tolerance."
+    "not with a tolerance.",
+    "last token to first": " The only leak is from the LAST token to the FIRST query: change every "
+    "j and compare all t < j.",
+    "second token to first": " The only leak is from token 1 to query 0: change every later "
+    "token j (1 .. T - 1), not only the last one.",
+    "strictly past": " This mask is wrong (no token sees itself) but causal: nothing from the "
+    "future enters.",
+}
+
+
+class _Recorder:
+    """An attention layer that remembers what the student's detector feeds it.
+
+    Under grading the detector runs in the graded kernel: the recorder travels there pickled,
+    and the attributes named in ``_tlab_sync`` come back after the call (checks.engine.serve)."""
+
+    _tlab_sync = ("inputs", "first")
+
+    def __init__(self, attend) -> None:
+        self.attend, self.inputs, self.first = attend, [], None
+
+    def __call__(self, x):
+        if self.first is None:
+            self.first = x  # the object itself: a later in-place change shows
+        self.inputs.append(x.detach().clone())
+        return self.attend(x)
+
+
+def _leak_diagnosis(answers: dict, records: dict, T: int, C: int) -> str:
+    wrong = [m for m, got in answers.items() if got != LEAK_MODES[m]]
+    if len(wrong) == len(answers):
+        return (
+            "your detector is inverted: it returns True when nothing leaks and False when the "
+            "future leaks; return True when an earlier output changed"
+        )
+    rec = records[wrong[0]]
+    base = rec.inputs[0] if rec.inputs else None
+    if rec.first is not None and base is not None and not torch.equal(rec.first, base):
+        return (
+            "your detector changes x itself (changed = x, then changed[j] = ...): every test "
+            "must start from the same input, so copy it with x.clone()"
+        )
+    changed = set()
+    for x in rec.inputs[1:]:
+        if x.shape == base.shape:
+            changed |= set((x != base).any(dim=-1).nonzero().flatten().tolist())
+    if len(rec.inputs) > 1 and not changed:
+        return (
+            "your detector never changed a token: every input it passed to attend equals the "
+            "first one; set changed[j] to new random values"
+        )
+    mode = wrong[0]
+    fresh = [x for x in rec.inputs[1:] if x.shape == base.shape and (x != base).any(dim=-1).all()]
+    if not LEAK_MODES[mode] and T > 2 and fresh:  # every token changed, token 0 included
+        return (
+            "your detector passes attend inputs in which every token differs from x, token 0 "
+            "included: start each test from the same input, changed = x.clone(), change only "
+            "token j, then compare out[:j] with the base output"
+        )
+    if not LEAK_MODES[mode]:
+        return (
+            f"the causal layer '{mode}' does not leak, yet your detector said True: changing "
+            f"token j may change outputs j, j + 1, ... without any leak, so compare only the "
+            f"outputs before the changed token, out[:j] (and change tokens j >= 1)"
+        )
+    if changed and changed <= {T - 1} and mode == "second token to first":
+        return (
+            "attention with mask variant 'second token to first' leaks, yet your detector "
+            "said False: you change only the last token; change every later token j (1 .. T - 1)"
+        )
+    return (
+        f"attention with mask variant '{mode}' (T={T}, C={C}) leaks, yet your detector said "
+        f"False.{_LEAK_HINTS.get(mode, '')}"
+    )
+
+
+def check_future_leaks(future_leaks, hidden: bool = False) -> None:
+    """Check ``future_leaks(attend, T, C)`` on attention layers that do and do not leak the future."""
+    __tracebackhide__ = True  # IPython hides this frame: students see their cell and the message
+    run = Runner(
+        "check_future_leaks",
+        future_leaks,
+        (),
+        hidden,
+        lambda e, c: _signature_hint(e, "future_leaks(attend, T, C, seed=0)"),
+    )
+    sizes, seed = ([(2, 3), (12, 8)], 5) if hidden else ([(6, 4)], 0)
+    for T, C in sizes:
+        answers, records = {}, {}
+        for mode in LEAK_MODES:
+            records[mode] = _Recorder(attention_layer(T, C, mode, seed))
+            case = Case(f"mask variant '{mode}'", (records[mode], T, C), {}, f"T={T}, C={C}")
+            got = run.call(case)
+            if not isinstance(got, bool):
+                tip = " (convert with bool(...) or .item())" if TRUSTED.is_tensor(got) else ""
+                run.fail(f"return True or False, but received {kind_of(got)}{tip}.", case)
+            answers[mode] = got
+        if any(got != LEAK_MODES[m] for m, got in answers.items()):
+            run.fail(_leak_diagnosis(answers, records, T, C), Case(f"T={T}, C={C}"))
+    run.passed()
+
+
+register(
+    Exercise(
+        "future_leaks",
+        "04_masking_and_cross_attention",
+        "future_leaks(attend, T, C, seed=0) -> bool",
+        cells=(Cell("future_leaks_tests", "future_leaks", 2),),
+        check=check_future_leaks,
+        against="attention layers that do and do not leak (transformer_lab.utils)",
+    )
+)

@@ -1,0 +1,1 @@
+"""Checks of notebook 05: layer norm, the MLP, encoder and decoder blocks, and counting parameters."""
