@@ -241,8 +241,10 @@ def main() -> None:
     parser.add_argument("--no-hang", action="store_true", help="skip the hanging submission")
     args = parser.parse_args()
     setup(args)
-    if args.quick:  # one full, one untouched; a hang at short limits
-        args.students, args.bare_repeats, args.timeout, args.budget = 2, 1, 5, 5.0
+    hang_limits = dict(timeout=args.timeout, budget=args.budget)
+    if args.quick:  # one full, one untouched; the hangs at short limits
+        args.students, args.bare_repeats = 2, 1
+        hang_limits = dict(timeout=5, budget=5.0)
     # nbgrader's child processes find `alembic` next to this interpreter.
     os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]])
     from transformer_lab.grading.cpushare import cpu_share_backend
@@ -253,6 +255,7 @@ def main() -> None:
     results = []
     runs = {}
     limits = dict(timeout=args.timeout, budget=args.budget)
+    wrong: list[str] = []
     with tempfile.TemporaryDirectory(prefix="bench-grading-") as tmp:
         courses = {}
         for jobs in args.jobs:
@@ -270,12 +273,15 @@ def main() -> None:
             run = runs[jobs] = grade_class(courses[jobs], args.notebook, jobs, **limits)
             report = run["report"]
             want = {"full": report.max_score, "none": 0}
-            ok = all(
-                r.status == "graded"
-                and (kinds[s] == "first" or r.score == want[kinds[s]])
-                and (kinds[s] != "first" or 0 < r.score < report.max_score)
-                for s, r in report.students.items()
-            )
+            for s, r in report.students.items():
+                expected = (
+                    0 < (r.score or 0) < report.max_score
+                    if kinds[s] == "first"
+                    else r.score == want[kinds[s]]
+                )
+                if r.status != "graded" or not expected:
+                    wrong.append(f"jobs={jobs} {s} ({kinds[s]}): {r.status} {r.score} {r.reason}")
+            ok = not any(w.startswith(f"jobs={jobs} ") for w in wrong)
             correct[jobs] = ok and len(report.students) == args.students
             run["threads"] = thread_counts(courses[jobs], args.notebook)
             print(f"load average after jobs={jobs}: {load_average()}")
@@ -284,9 +290,9 @@ def main() -> None:
         if not args.no_hang:
             hang_root = Path(tmp) / "hang"
             make_hanging(hang_root, args.notebook)
-            hang = grade_class(hang_root, args.notebook, 1, **limits)
+            hang = grade_class(hang_root, args.notebook, 1, **hang_limits)
             print(f"load average after the hanging submissions: {load_average()}")
-            stated = stated_hang_limits(sample, args.timeout, args.budget)
+            stated = stated_hang_limits(sample, **hang_limits)
 
     bare_med = statistics.median(bare)
     print(
@@ -307,6 +313,8 @@ def main() -> None:
             f"before the first submission started{outside}; scores as expected: {correct[jobs]}"
         )
         print(f"  kernel threads (jobs={jobs}): {'; '.join(run['threads']) or 'no probe output'}")
+    for line in wrong:
+        print(f"  unexpected: {line[:300]}")
     for jobs in args.jobs[1:]:
         print(f"{jobs} jobs vs {args.jobs[0]}: {per[args.jobs[0]] / per[jobs]:.2f}x the throughput")
 
@@ -322,15 +330,18 @@ def main() -> None:
             print(
                 f"hanging submission ({sid}): {r.seconds:.1f} s against {base:.1f} s for the full "
                 f"one: costs {cost:.1f} s more (stated limit {stated[sid]:.0f} s at "
-                f"{args.timeout} s per cell, {args.budget:.0f} s hang budget), "
-                f"{cost / max(per[args.jobs[0]], 1e-9):.1f} normal submissions; {r.status}, "
+                f"{hang_limits['timeout']} s per cell, {hang_limits['budget']:.0f} s hang budget), "
+                f"{cost / max(per[args.jobs[0]], 1e-9):.1f} normal submissions (wall time "
+                f"per submission, 1 job); {r.status}, "
                 f"score {r.score}; {r.reason[:100]}"
             )
 
     # The estimate: all cores busy, CPU time per submission, plus each run's fixed cost.
     e = ESTIMATE
     count = e["students"] * e["notebooks"]
-    cpu_each = runs[args.jobs[-1]]["cpu"] / len(runs[args.jobs[-1]]["report"].students)
+    # CPU time per submission does not depend on the job count; one job's is the cleanest (a
+    # submission regraded alone after a timeout under several jobs is counted twice).
+    cpu_each = runs[args.jobs[0]]["cpu"] / len(runs[args.jobs[0]]["report"].students)
     fixed = runs[args.jobs[0]]["before_first"]
     for machines in (1, e["machines"]):
         hours = (count * cpu_each / (e["cores"] * machines) + e["notebooks"] * fixed) / 3600
