@@ -12,10 +12,10 @@ checked against the expected one. Measured in the same run:
 - **fixed cost per run**: the time from ``tlab grade``'s start until the first submission
   starts (nbgrader's start-up, loading the assignment), and all the time spent outside
   submissions (that, plus the final export);
-- **CPU time per submission**: the CPU seconds of every process grading used (grading
-  processes, sandboxes, kernels), divided by the submissions: what the estimate scales;
-- **each kernel's threads**: two submissions carry an extra cell printing the kernel's torch
-  threads and ``OMP_NUM_THREADS``; with N jobs a kernel gets CPUs // N (at least 1);
+- **CPU time per submission**: the grading processes' CPU seconds divided by the submissions,
+  plus a full submission's kernel's (what the estimate scales);
+- **each kernel's threads**: two full submissions end with a cell printing the kernel's torch
+  threads and its CPU seconds; with N jobs a kernel gets CPUs // N (at least 1);
 - **a hanging submission**, graded with one job beside a full one: an infinite loop at the top
   of a cell, and an exercise's function that never returns (called by the later cells too).
   Its extra cost is compared with what the course states: one cell's time limit for the loop
@@ -45,9 +45,11 @@ from pathlib import Path
 from _common import REPO, base_parser, finish, load_average, setup, verdict
 
 TARGET_OVERHEAD = 1.0  # grading's extra time per submission, as a multiple of bare execution
+# The kernel's torch threads and its CPU seconds so far (time and torch are loaded already: the
+# cell touches no file and no environment variable, so it raises no review flag).
 THREADS_PROBE = (
-    "import os as _os, torch as _torch\n"
-    "print('THREADS', _torch.get_num_threads(), _os.environ.get('OMP_NUM_THREADS'))"
+    "import time as _time, torch as _torch\n"
+    "print('THREADS', _torch.get_num_threads(), round(_time.process_time(), 2))"
 )
 ESTIMATE = dict(students=500, notebooks=9, cores=16, machines=8)
 
@@ -196,8 +198,8 @@ def grade_class(root: Path, notebook: str, jobs: int, **options) -> dict:
     }
 
 
-def thread_counts(root: Path, notebook: str) -> list[str]:
-    """What the threads probe printed in each autograded notebook that has it."""
+def probes(root: Path, notebook: str) -> list[tuple[str, int, float]]:
+    """(student, kernel's torch threads, kernel's CPU seconds) from each threads probe."""
     import nbformat
 
     seen = []
@@ -206,8 +208,8 @@ def thread_counts(root: Path, notebook: str) -> list[str]:
             for out in cell.get("outputs", []):
                 text = out.get("text", "")
                 if out.get("output_type") == "stream" and text.startswith("THREADS"):
-                    torch_threads, omp = text.split()[1:3]
-                    seen.append(f"{path.parts[-3]}: torch {torch_threads}, OMP_NUM_THREADS {omp}")
+                    threads, cpu = text.split()[1:3]
+                    seen.append((path.parts[-3], int(threads), float(cpu)))
     return seen
 
 
@@ -283,7 +285,7 @@ def main() -> None:
                     wrong.append(f"jobs={jobs} {s} ({kinds[s]}): {r.status} {r.score} {r.reason}")
             ok = not any(w.startswith(f"jobs={jobs} ") for w in wrong)
             correct[jobs] = ok and len(report.students) == args.students
-            run["threads"] = thread_counts(courses[jobs], args.notebook)
+            run["probes"] = probes(courses[jobs], args.notebook)
             print(f"load average after jobs={jobs}: {load_average()}")
             bare += bare_seconds(sample, args.bare_repeats)
         hang = None
@@ -309,10 +311,12 @@ def main() -> None:
             f"jobs={jobs}: {n} submissions in {run['wall']:.1f} s = {60 * n / run['wall']:.1f} "
             f"submissions/min, {per[jobs]:.2f} s each (median {in_proc:.2f} s inside its "
             f"process), overhead over bare {per[jobs] - bare_med:+.2f} s/submission; "
-            f"CPU {run['cpu'] / n:.2f} s/submission; fixed cost: {run['before_first']:.1f} s "
+            f"grading processes' CPU {run['cpu'] / n:.2f} s/submission; fixed cost: "
+            f"{run['before_first']:.1f} s "
             f"before the first submission started{outside}; scores as expected: {correct[jobs]}"
         )
-        print(f"  kernel threads (jobs={jobs}): {'; '.join(run['threads']) or 'no probe output'}")
+        seen = "; ".join(f"{s}: {t} thread(s), {c:.1f} CPU s" for s, t, c in run["probes"])
+        print(f"  kernels of full submissions (jobs={jobs}): {seen or 'no probe output'}")
     for line in wrong:
         print(f"  unexpected: {line[:300]}")
     for jobs in args.jobs[1:]:
@@ -340,8 +344,16 @@ def main() -> None:
     e = ESTIMATE
     count = e["students"] * e["notebooks"]
     # CPU time per submission does not depend on the job count; one job's is the cleanest (a
-    # submission regraded alone after a timeout under several jobs is counted twice).
-    cpu_each = runs[args.jobs[0]]["cpu"] / len(runs[args.jobs[0]]["report"].students)
+    # submission regraded alone after a timeout under several jobs is counted twice). The
+    # grading processes' CPU (measured: they are this process's children) plus a full
+    # submission's kernel (the probe: the sandboxed kernels are not reaped into our children).
+    first = runs[args.jobs[0]]
+    kernel_cpu = statistics.median([c for _, _, c in first["probes"]] or [float("nan")])
+    cpu_each = first["cpu"] / len(first["report"].students) + kernel_cpu
+    print(
+        f"CPU per full submission: {cpu_each:.2f} s = {cpu_each - kernel_cpu:.2f} s in the "
+        f"grading process + {kernel_cpu:.2f} s in its kernel"
+    )
     fixed = runs[args.jobs[0]]["before_first"]
     for machines in (1, e["machines"]):
         hours = (count * cpu_each / (e["cores"] * machines) + e["notebooks"] * fixed) / 3600

@@ -6,9 +6,10 @@ tests below in order:
 1. ``tlab roster import`` of Canvas's gradebook export (ada, hal, cy; Canvas's test student
    skipped); ``tlab release`` and ``nbgrader release_assignment`` into an exchange; ada and hal
    ``fetch_assignment`` and ``submit`` from their own homes (ada the full solution, hal an
-   attention function that never returns); ``nbgrader collect``; ``tlab grade --jobs 2``.
-2. hal's submission is flagged (a timeout, again when regraded alone): nbgrader's ``flagged``,
-   shown in the formgrader's "Flagged?" column in headless Chromium.
+   softmax that never returns); ``nbgrader collect``; ``tlab grade --jobs 2``.
+2. hal's submission is flagged (a timeout, again when regraded alone; the test cell stopped at
+   its limit is not run again by the grader): nbgrader's ``flagged``, shown in the
+   formgrader's "Flagged?" column in headless Chromium.
 3. ``tlab review`` lists it and shows the evidence; an override with a note settles it (who,
    when, why kept in the gradebook); nbgrader's feedback is released and each student fetches
    a page with their own score.
@@ -33,7 +34,7 @@ from types import SimpleNamespace
 import nbformat
 import pytest
 from nbgrader.api import Gradebook
-from test_grading_e2e import FULL, HANG, NO_MAX, A, _cell, _solution_source
+from test_grading_e2e import FULL, NO_MAX, A, _cell, _solution_source
 from test_grading_exchange import _nbgrader
 from test_grading_lms import _check_canvas, _check_moodle, _rows
 
@@ -46,6 +47,7 @@ FIXTURE = Path(__file__).parent / "fixtures" / "course"
 COURSE = "transformer-lab"
 LIMITS = ["--timeout", "10", "--budget", "10", "--quiet"]  # a hang costs 10 s per attempt
 CANVAS_ID = "4711"  # the assignment's id in Canvas (its URL)
+HANG = "def softmax(x, dim=-1):\n    while True:\n        pass"  # the test cell calls it
 
 CANVAS_ROSTER = """Student,ID,SIS User ID,SIS Login ID,Section,Quiz 1 (9001)
     Points Possible,,,,,10
@@ -131,7 +133,7 @@ def term(tmp_path_factory, bwrap, postgresql):
 
         t.submit = submit
         submit("ada", FULL)
-        submit("hal", {**FULL, "attention_impl": HANG})
+        submit("hal", {**FULL, "softmax_impl": HANG})
         _nbgrader(root, "collect", A, *ex)
         t.out["grade"] = _tlab(root, "grade", A, "--jobs", "2", *LIMITS)
         t.seconds = {"set-up and first grading": time.monotonic() - started}
@@ -152,10 +154,17 @@ def test_roster_release_submit_and_grade_with_two_jobs(term):
     report = GradingReport.load(term.root, A)
     assert {s: (r.status, r.score) for s, r in report.students.items()} == {
         "ada": (GRADED, 6),
-        "hal": (NEEDS_REVIEW, 3),  # attention (3 points) never returns
+        "hal": (NEEDS_REVIEW, 4),  # softmax (2 points) never returns
     }
     assert "again when regraded alone" in report.students["hal"].reason
-    assert _scores(term.url) == {"ada": 6, "hal": 3}  # the PostgreSQL gradebook
+    assert _scores(term.url) == {"ada": 6, "hal": 4}  # the PostgreSQL gradebook
+    # The test cell was stopped at its limit in hal's kernel; the grader did not call the
+    # hanging softmax again (the cell cost its limit once).
+    nb = nbformat.read(term.root / "autograded" / "hal" / A / f"{A}.ipynb", as_version=4)
+    texts = [o.get("text", "") + o.get("evalue", "") for o in _cell(nb, "test_softmax").outputs]
+    assert any("[in your notebook's kernel] CellTimeoutError" in t for t in texts), texts
+    assert any("grading this cell took longer than its time limit" in t for t in texts), texts
+    assert not any("did not finish within the time limit" in t for t in texts), texts
     assert _flags(term.url) == {"ada": False, "hal": True}
     # The summary agrees with itself: one graded, one flagged, in both paragraphs.
     assert "NEEDS REVIEW" in next(ln for ln in out.splitlines() if ln.strip().startswith("hal"))
@@ -198,7 +207,7 @@ def test_review_settles_the_flag_and_feedback_reaches_the_students(term):
     assert code == 0 and "1 submission(s) to review" in out and "hal" in out
     code, out = _tlab(term.root, "review", A, "hal")
     assert "timeout: 1 cell(s) stopped at the 10 s time limit" in out
-    note = "hangs only in attention; the rest is right"
+    note = "softmax loops; the rest is right"
     argv = ["review", A, "hal", "--score", "5", "--note", note, "--by", "prof"]
     code, out = _tlab(term.root, *argv)
     assert code == 0 and "score set to 5 by prof" in out
@@ -211,7 +220,7 @@ def test_review_settles_the_flag_and_feedback_reaches_the_students(term):
 
     # Feedback: tlab grade wrote the pages; nbgrader's exchange hands them back.
     _nbgrader(term.root, "release_feedback", A, *term.ex)
-    for student, score in (("ada", "6.0"), ("hal", "3.0")):  # the autograded score
+    for student, score in (("ada", "6.0"), ("hal", "4.0")):  # the autograded score
         home = term.tmp / student
         mine = [*term.ex, f"--Exchange.cache={home / '.cache'}", f"--student={student}"]
         _nbgrader(home, "fetch_feedback", A, *mine, home=home)
@@ -240,8 +249,8 @@ def test_a_changed_submission_is_regraded_and_the_rest_stays(term):
     assert "This run: 1 submission(s)" in out  # ada only; hal's submission is unchanged
     report = GradingReport.load(term.root, A)
     assert (report.students["ada"].status, report.students["ada"].score) == (GRADED, 4)
-    assert (report.students["hal"].status, report.students["hal"].score) == (NEEDS_REVIEW, 3)
-    assert _scores(term.url) == {"ada": 4, "hal": 3}
+    assert (report.students["hal"].status, report.students["hal"].score) == (NEEDS_REVIEW, 4)
+    assert _scores(term.url) == {"ada": 4, "hal": 4}
     # hal's review is settled by the decision in the gradebook: no stale "NEEDS REVIEW".
     hal_line = next(ln for ln in out.splitlines() if ln.strip().startswith("hal"))
     assert "REVIEWED: score set to 5 by prof" in hal_line and "NEEDS REVIEW" not in hal_line
