@@ -34,6 +34,7 @@ __all__ = [
     "sync_flags",
     "formgrader_resolutions",
     "open_reviews",
+    "reviewed",
 ]
 
 TABLE = "tlab_review_decisions"
@@ -245,6 +246,15 @@ def formgrader_resolutions(url: str, course_id: str, report: GradingReport) -> l
     for d in found:
         record_decision(url, course_id, d)
     return found
+
+
+def reviewed(url: str, course_id: str, report: GradingReport) -> dict[str, str]:
+    """needs_review submissions with a decision on them (student -> the decision, in words)."""
+    return {
+        sid: _describe(d)
+        for sid, d in latest_decisions(url, course_id, report).items()
+        if report.students[sid].status == NEEDS_REVIEW
+    }
 
 
 def open_reviews(report: GradingReport, decided: dict[str, Decision]) -> list[str]:
