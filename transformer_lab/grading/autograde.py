@@ -135,6 +135,12 @@ def grade(root: Path, assignment: str, options: GradeOptions | None = None) -> G
     except ValueError as exc:
         raise CourseError(str(exc)) from None
     in_gradebook, course_id = _gradebook_state(root, url, assignment, report)
+    if in_gradebook and any(r.status == NEEDS_REVIEW for r in report.students.values()):
+        # Reviews resolved in the formgrader since the last look become decisions now, before
+        # this run's flags are written (nbgrader's tables exist: it has graded here before).
+        from transformer_lab.grading.decisions import formgrader_resolutions
+
+        formgrader_resolutions(url, course_id, report)
 
     # Which submissions need (re)grading? The gradebook decides what is graded already.
     todo: list[str] = []
@@ -416,11 +422,13 @@ def grade(root: Path, assignment: str, options: GradeOptions | None = None) -> G
         report.graded_now.append(sid)
     for folder in backups.values():  # only this run's students: other shards keep theirs
         shutil.rmtree(folder, ignore_errors=True)
-    if report.graded_now:  # the formgrader's "Flagged?" column shows needs_review (decisions.py)
-        from transformer_lab.grading.decisions import sync_flags
+    from transformer_lab.grading.decisions import reviewed, sync_flags
 
+    if report.graded_now:  # the formgrader's "Flagged?" column shows needs_review (decisions.py)
         sync_flags(url, course_id, report, report.graded_now)
     save_merged(report, root)
+    if (in_gradebook or report.graded_now) and report.flagged:
+        report.reviewed = reviewed(url, course_id, report)  # a decision settles a review
     return report
 
 

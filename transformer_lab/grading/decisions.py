@@ -34,6 +34,7 @@ __all__ = [
     "sync_flags",
     "formgrader_resolutions",
     "open_reviews",
+    "reviewed",
 ]
 
 TABLE = "tlab_review_decisions"
@@ -247,6 +248,15 @@ def formgrader_resolutions(url: str, course_id: str, report: GradingReport) -> l
     return found
 
 
+def reviewed(url: str, course_id: str, report: GradingReport) -> dict[str, str]:
+    """needs_review submissions with a decision on them (student -> the decision, in words)."""
+    return {
+        sid: describe(d)
+        for sid, d in latest_decisions(url, course_id, report).items()
+        if report.students[sid].status == NEEDS_REVIEW
+    }
+
+
 def open_reviews(report: GradingReport, decided: dict[str, Decision]) -> list[str]:
     """Students whose submission needs review and has no decision yet."""
     return [
@@ -261,3 +271,14 @@ def course_id_of(root: Path) -> str:
 
     cfg = PyFileConfigLoader("nbgrader_config.py", path=str(root)).load_config()
     return cfg.get("CourseDirectory", {}).get("course_id", "default_course")
+
+
+def describe(d: Decision) -> str:
+    """One decision in words: what was decided, by whom, when and why."""
+    if d.decision == FLAGGED:
+        return f"flagged by {d.decided_by} at {d.decided_at}: {d.note}"
+    what = {
+        ACCEPT: "score accepted",
+        OVERRIDE: f"score set to {d.score:g}" if d.score is not None else "override",
+    }
+    return f"{what.get(d.decision, 'resolved in the formgrader')} by {d.decided_by} at {d.decided_at}: {d.note}"

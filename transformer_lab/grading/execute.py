@@ -173,10 +173,13 @@ class GuardedExecute(Execute):
             cell, resources = super().preprocess_cell(cell, resources, index)
         finally:
             cell.source = full
-        if any(o.get("ename") == "CellTimeoutError" for o in cell.get("outputs", [])):
+        stopped = any(o.get("ename") == "CellTimeoutError" for o in cell.get("outputs", []))
+        if stopped:
             self._tlab_lost += timeout or 0
         if graded:
-            self._decide(cell, full, timeout)
+            # A cell stopped at its limit in the kernel has used its time: the grader does not
+            # call the (hanging) function again, so the cell costs its limit once, not twice.
+            self._decide(cell, full, timeout, budget=0.0 if stopped else self.judge_budget)
         self._after_cell(cell, utils.is_grade(cell))
         return cell, resources
 
@@ -188,11 +191,11 @@ class GuardedExecute(Execute):
         _sibling("outputs").bound_outputs(cell, self.nb, text_chars=self.max_output_chars)
 
     # -- the grader's verdict -------------------------------------------------------------
-    def _decide(self, cell, source: str, timeout) -> None:
+    def _decide(self, cell, source: str, timeout, budget: float) -> None:
         """Run the cell's checks here on the kernel's functions; their verdict is the cell's."""
         grade_id = cell.metadata.get("nbgrader", {}).get("grade_id", "")
         kernel = _remote.RemoteKernel(self._remote_send, timeout=float(timeout or 30))
-        verdict = _judge.judge_cell(kernel, source, self.hidden_secret, self.judge_budget)
+        verdict = _judge.judge_cell(kernel, source, self.hidden_secret, budget)
         if verdict is None:
             RUN["flags"].append(
                 f"{grade_id}: a graded cell without a check; the kernel's own result was used"

@@ -145,7 +145,8 @@ def run_summary(report, seconds: float, jobs: int = 1) -> str:
     scored = (GRADED, "needs_review")  # needs_review: graded, with flags for the instructor
     now = [report.students[s] for s in report.graded_now if s in report.students]
     graded = [r for r in now if r.status in scored]
-    review = [r for r in graded if r.status != GRADED]  # the same count as the report's
+    # the same count as the report's: flagged, and not yet decided on by a person
+    review = [r for r in graded if r.status != GRADED and r.student_id not in report.reviewed]
     per = [r.seconds for r in now if r.seconds]
     lines = [
         f"This run: {len(now)} submission(s) in {_duration(seconds)} with {jobs} job(s): "

@@ -66,6 +66,9 @@ class GradingReport:
     students: dict[str, StudentResult] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     graded_now: list[str] = field(default_factory=list)  # processed in this run
+    # needs_review submissions a person has decided on (student -> the decision, in words):
+    # read from the gradebook's decisions table by ``tlab grade`` (decisions.py), not stored
+    reviewed: dict[str, str] = field(default_factory=dict)
 
     # -- persistence ----------------------------------------------------------------------
     @staticmethod
@@ -131,7 +134,12 @@ class GradingReport:
 
     @property
     def flagged(self) -> list[StudentResult]:
-        return [r for sid, r in sorted(self.students.items()) if r.status == NEEDS_REVIEW]
+        """Submissions that need review and have no decision yet."""
+        return [
+            r
+            for sid, r in sorted(self.students.items())
+            if r.status == NEEDS_REVIEW and sid not in self.reviewed
+        ]
 
     def summary(self) -> str:
         lines = [
@@ -144,7 +152,10 @@ class GradingReport:
         for r in sorted(graded, key=lambda r: r.student_id):
             fresh = "" if r.student_id in self.graded_now else "  (earlier run)"
             notes = f"  [{'; '.join(r.notes)}]" if r.notes else ""
-            review = "  NEEDS REVIEW" if r.status == NEEDS_REVIEW else ""
+            review = ""
+            if r.status == NEEDS_REVIEW:
+                decided = self.reviewed.get(r.student_id)
+                review = f"  REVIEWED: {decided}" if decided else "  NEEDS REVIEW"
             lines.append(
                 f"  {r.student_id:<{width}}  {_num(r.score):>6} / {_num(r.max_score)}{review}{fresh}{notes}"
             )
@@ -161,9 +172,13 @@ class GradingReport:
             lines.append("Flagged for review (score kept until a person has looked):")
             for r in self.flagged:
                 lines.append(f"  {r.student_id:<{width}}  {r.reason}")
+        decided = sum(
+            1 for r in graded if r.status == NEEDS_REVIEW and r.student_id in self.reviewed
+        )
         lines.append(
             f"In the report: {len(graded)} graded, {len(failed)} could not be graded "
-            f"({len(self.flagged)} of the graded need review)."
+            f"({len(self.flagged)} of the graded need review"
+            + (f"; {decided} reviewed)." if decided else ").")
         )
         for w in self.warnings:
             lines.append(f"warning: {w}")

@@ -9,11 +9,11 @@ from pathlib import Path
 
 from transformer_lab.grading.decisions import (
     ACCEPT,
-    FLAGGED,
     OVERRIDE,
     Decision,
     course_id_of,
     decision_history,
+    describe,
     formgrader_resolutions,
     latest_decisions,
     open_reviews,
@@ -59,7 +59,7 @@ def review(
             lines.append("reviewed:")
             for sid in done:
                 d = decided[sid]
-                lines.append(f"  {sid:<16} {_describe(d)}")
+                lines.append(f"  {sid:<16} {describe(d)}")
         return "\n".join(lines)
     row = report.students.get(student)
     if row is None:
@@ -93,7 +93,7 @@ def review(
         except ValueError as exc:
             raise CourseError(str(exc)) from None
         sync_flags(url, course, report, [student])
-        lines.append(f"recorded: {student} {_describe(d)}")
+        lines.append(f"recorded: {student} {describe(d)}")
         return "\n".join(lines)
     lines += [
         f"{assignment} / {student}: {row.status}, score {row.score} of {row.max_score}"
@@ -107,15 +107,5 @@ def review(
     lines.append("history:" if history else "history: none")
     for d in history:
         stale = "" if d.fingerprint == row.fingerprint else " (on an earlier submission)"
-        lines.append(f"  {_describe(d)}{stale}")
+        lines.append(f"  {describe(d)}{stale}")
     return "\n".join(lines)
-
-
-def _describe(d: Decision) -> str:
-    if d.decision == FLAGGED:
-        return f"flagged by {d.decided_by} at {d.decided_at}: {d.note}"
-    what = {
-        ACCEPT: "score accepted",
-        OVERRIDE: f"score set to {d.score:g}" if d.score is not None else "override",
-    }
-    return f"{what.get(d.decision, 'resolved in the formgrader')} by {d.decided_by} at {d.decided_at}: {d.note}"
