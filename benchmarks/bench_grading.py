@@ -244,8 +244,8 @@ def main() -> None:
     args = parser.parse_args()
     setup(args)
     hang_limits = dict(timeout=args.timeout, budget=args.budget)
-    if args.quick:  # one full, one untouched; the hangs at short limits
-        args.students, args.bare_repeats = 2, 1
+    if args.quick:  # one full, one untouched, with the largest job count; short hang limits
+        args.students, args.bare_repeats, args.jobs = 2, 1, args.jobs[-1:]
         hang_limits = dict(timeout=5, budget=5.0)
     # nbgrader's child processes find `alembic` next to this interpreter.
     os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]])

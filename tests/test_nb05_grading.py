@@ -55,7 +55,7 @@ def _submit_partial(root: Path, answered: tuple[str, ...]) -> None:
 @pytest.mark.needs_bwrap
 def test_full_solution_gets_10_and_untouched_gets_0(course):
     started = time.monotonic()
-    report = grade(course, A, GradeOptions(timeout=60, budget=240.0, quiet=True, feedback=False))
+    report = grade(course, A, GradeOptions(timeout=120, budget=300.0, quiet=True, feedback=False))
     print(
         f"\n{A}: graded 3 submissions in {time.monotonic() - started:.1f} s "
         f"({', '.join(f'{s}: {r.seconds}s' for s, r in sorted(report.students.items()))})"
