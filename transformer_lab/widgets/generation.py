@@ -19,6 +19,7 @@ from torch import Tensor
 from transformer_lab.threads import torch_threads
 from transformer_lab.widgets._gpt_common import char_label, encode_prompt, load_gpt
 from transformer_lab.widgets._placeholder import placeholder_if_grading
+from transformer_lab.widgets.sampling import filter_controls
 
 __all__ = ["generation_explorer"]
 
@@ -136,22 +137,7 @@ def generation_explorer(
         "prompt": ui.widgets.Text(
             value=prompt, description="prompt", continuous_update=False, style=ui.STYLE
         ),
-        "temperature": ui.widgets.FloatLogSlider(
-            value=1.0,
-            base=10,
-            min=-1,
-            max=1,
-            step=0.02,
-            description="temperature τ",
-            readout_format=".2f",
-            style=ui.STYLE,
-        ),
-        "top_k": ui.widgets.IntSlider(
-            value=0, min=0, max=V, description="top-k (0 = off)", style=ui.STYLE
-        ),
-        "top_p": ui.widgets.FloatSlider(
-            value=1.0, min=0.05, max=1.0, step=0.05, description="top-p (1 = off)", style=ui.STYLE
-        ),
+        **filter_controls(ui, V),
         "seed": ui.widgets.IntSlider(value=0, min=0, max=20, description="seed", style=ui.STYLE),
         "step": ui.widgets.IntSlider(
             value=0, min=0, max=max_new_tokens - 1, description="step shown", style=ui.STYLE

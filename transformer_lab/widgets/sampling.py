@@ -125,22 +125,7 @@ def sampling_explorer(
     view.animate(list(final_bars), tempered_marks, your_bars)
 
     controls = {
-        "temperature": ui.widgets.FloatLogSlider(
-            value=1.0,
-            base=10,
-            min=-1,
-            max=1,
-            step=0.02,
-            description="temperature τ",
-            readout_format=".2f",
-            style=ui.STYLE,
-        ),
-        "top_k": ui.widgets.IntSlider(
-            value=0, min=0, max=V, description="top-k (0 = off)", style=ui.STYLE
-        ),
-        "top_p": ui.widgets.FloatSlider(
-            value=1.0, min=0.05, max=1.0, step=0.05, description="top-p (1 = off)", style=ui.STYLE
-        ),
+        **filter_controls(ui, V),
     }
 
     def update() -> tuple[dict[str, Any], str]:
@@ -194,3 +179,25 @@ def sampling_explorer(
         return state, readout
 
     return ui.Explorer("Sampling the next token", controls, view, update)
+
+
+def filter_controls(ui, V: int) -> dict:
+    """The temperature, top-k and top-p sliders (off at their defaults) for a vocabulary of V."""
+    return {
+        "temperature": ui.widgets.FloatLogSlider(
+            value=1.0,
+            base=10,
+            min=-1,
+            max=1,
+            step=0.02,
+            description="temperature τ",
+            readout_format=".2f",
+            style=ui.STYLE,
+        ),
+        "top_k": ui.widgets.IntSlider(
+            value=0, min=0, max=V, description="top-k (0 = off)", style=ui.STYLE
+        ),
+        "top_p": ui.widgets.FloatSlider(
+            value=1.0, min=0.05, max=1.0, step=0.05, description="top-p (1 = off)", style=ui.STYLE
+        ),
+    }
