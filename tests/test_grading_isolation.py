@@ -309,6 +309,20 @@ def test_the_share_is_the_machine_divided_by_the_lanes(monkeypatch):
     monkeypatch.setenv("TLAB_SANDBOX_CPUS", "1")
     assert sandbox.SandboxLimits().cpu_share() == 1.0
     assert sandbox.sandbox_env({}, 1.0)["OMP_NUM_THREADS"] == "1"
+    # the grader's thread decision (transformer_lab.threads), never above the share
+    assert sandbox.sandbox_env({"TLAB_SANDBOX_THREADS": "1"}, 2.0)["OMP_NUM_THREADS"] == "1"
+    assert sandbox.sandbox_env({"TLAB_SANDBOX_THREADS": "4"}, 2.0)["MKL_NUM_THREADS"] == "2"
+
+
+def test_each_kernel_runs_the_course_threads_within_its_share(monkeypatch):
+    """One thread per kernel unless TLAB_THREADS asks for more; lanes share the usable CPUs."""
+    from transformer_lab.threads import decide_threads
+
+    monkeypatch.delenv("TLAB_THREADS", raising=False)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    assert decide_threads(cpus=2) == 1
+    monkeypatch.setenv("TLAB_THREADS", "2")
+    assert decide_threads(cpus=2) == 2 and decide_threads(cpus=1) == 1
     assert sandbox.SandboxLimits(cpus=1000).cpu_share() == float(os.cpu_count())
 
 

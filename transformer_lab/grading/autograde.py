@@ -21,7 +21,6 @@ and restored if the regrade fails.
 from __future__ import annotations
 
 import datetime as _dt
-import os
 import re
 import secrets
 import shutil
@@ -49,6 +48,7 @@ from transformer_lab.grading.report import (
     GradingReport,
     StudentResult,
 )
+from transformer_lab.threads import decide_threads, usable_cpus
 
 __all__ = ["GradeOptions", "grade", "classify_failure"]
 
@@ -277,7 +277,11 @@ def grade(root: Path, assignment: str, options: GradeOptions | None = None) -> G
                 events, code, stderr = run_driver(
                     {"root": str(root), "ops": ops, "config": config, "guarded": True},
                     on_event=on_event,
-                    env={"TLAB_GRADING": "1", "TLAB_SANDBOX_CPUS": f"{share['cpus']:g}"},
+                    env={
+                        "TLAB_GRADING": "1",
+                        "TLAB_SANDBOX_CPUS": f"{share['cpus']:g}",
+                        "TLAB_SANDBOX_THREADS": str(decide_threads(cpus=int(share["cpus"]))),
+                    },
                     idle_timeout=idle,
                 )
                 first_pass = False
@@ -312,7 +316,11 @@ def grade(root: Path, assignment: str, options: GradeOptions | None = None) -> G
             if loads_assignment or not first_lane_failed():
                 lane(students, loads_assignment, loaded)
 
-        machine_cpus = float(os.cpu_count() or 1)
+        # The CPUs this process may use (affinity, cgroup quota), shared by the lanes. Each kernel
+        # runs the course's threads (transformer_lab.threads: one unless TLAB_THREADS says more),
+        # never more than its share: on a machine with other work, a second thread per kernel
+        # made notebook 07's grading 22x slower (benchmarks/README.md, "Grading a class").
+        machine_cpus = float(usable_cpus())
         lanes = 1 if one_lane else max(1, min(options.jobs, len(todo)))
         share = {"cpus": max(1.0, machine_cpus // lanes)}  # each kernel's CPUs (sandbox.py)
         run_lanes(lane_after_load, todo, lanes)

@@ -227,10 +227,13 @@ def sandbox_command(
 def sandbox_env(env: dict[str, str], cpus: float | None = None) -> dict[str, str]:
     """The kernel's environment: what Python and Jupyter need, nothing of the instructor's.
 
-    ``cpus`` (the kernel's CPU share) sets the threads of torch, OpenMP, MKL and OpenBLAS.
+    The threads of torch, OpenMP, MKL and OpenBLAS: ``$TLAB_SANDBOX_THREADS`` (the grader's
+    decision, ``transformer_lab.threads``), never more than ``cpus`` (the kernel's CPU share).
     """
     out = {k: v for k, v in env.items() if k in KEEP_ENV or k.startswith(KEEP_ENV_PREFIXES)}
-    threads = str(max(1, math.floor(cpus if cpus is not None else SandboxLimits().cpu_share())))
+    share = max(1, math.floor(cpus if cpus is not None else SandboxLimits().cpu_share()))
+    wanted = env.get("TLAB_SANDBOX_THREADS", "")
+    threads = str(min(share, int(wanted)) if wanted.isdigit() and int(wanted) > 0 else share)
     out.update({name: threads for name in THREAD_ENV})
     out.update(
         HOME=WORKDIR,
