@@ -305,6 +305,13 @@ def test_only_timeouts_are_regraded_alone():
     assert not _timed_out(None)
 
 
+def test_a_forked_kernel_is_named_as_the_reason():
+    from transformer_lab.grading.autograde import classify_failure
+
+    event = {"success": False, "autograde": {"error": "ValueError: Invalid Signature: b'6264'"}}
+    assert "os.fork or a fork bomb" in classify_failure(event)
+
+
 def test_the_share_is_the_machine_divided_by_the_lanes(monkeypatch):
     monkeypatch.setenv("TLAB_SANDBOX_CPUS", "1")
     assert sandbox.SandboxLimits().cpu_share() == 1.0

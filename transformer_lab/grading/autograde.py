@@ -84,6 +84,11 @@ def classify_failure(event: dict) -> str:
     )
     if "DeadKernelError" in text or "Kernel died" in text or "kernel died" in text:
         return "the kernel died while running the notebook (e.g. os._exit, a crash or running out of memory)"
+    if "Invalid Signature" in text:  # a message not signed by the kernel's key
+        return (
+            "the kernel's messages became unreadable (copies of the kernel answered too: "
+            "os.fork or a fork bomb in the notebook)"
+        )
     if "UnresponsiveKernelError" in text or "became unresponsive" in text:
         return "the kernel stopped responding and could not be interrupted"
     if "Duplicate grade id" in text or "ValidationError" in text or "SchemaTooOld" in text:

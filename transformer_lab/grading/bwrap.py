@@ -68,7 +68,8 @@ class SandboxLimits:
     Args:
         memory_mb: address-space limit per process (RLIMIT_AS); PyTorch needs about 1.5 GB.
         cpu_seconds: CPU time of the kernel process (RLIMIT_CPU), the whole notebook included.
-        processes: processes and threads of the sandbox user (RLIMIT_NPROC).
+        processes: processes and threads of the sandbox user (RLIMIT_NPROC); a kernel uses about
+            15, and a fork bomb's copies of the kernel stop sooner the lower this is.
         file_mb: largest file the kernel may write (RLIMIT_FSIZE).
         tmp_mb: size of the private /tmp (a tmpfs in memory).
         work_mb: size of the working folder /home/student (a tmpfs in memory).
@@ -78,7 +79,7 @@ class SandboxLimits:
 
     memory_mb: int = 4096
     cpu_seconds: int = 1200
-    processes: int = 256
+    processes: int = 64
     file_mb: int = 64
     tmp_mb: int = 256
     work_mb: int = 256
