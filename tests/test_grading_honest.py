@@ -1,7 +1,7 @@
 """Honest alternatives get full marks, at the instant check and at grading (issue 22, item 7).
 
-``tests/honest/nb01.py`` ... ``nb09.py`` hold 2-4 honest alternative answers for every exercise
-of the nine notebooks (other RNG calls and orders, other module creation orders, einsum vs
+``tests/honest/nb00.py`` ... ``nb09.py`` hold 2-4 honest alternative answers for every exercise
+of the ten notebooks (other RNG calls and orders, other module creation orders, einsum vs
 matmul, loops vs vectorised, float64 inside, ...). Here:
 
 - every alternative passes its exercise's instant check (visible and hidden cases) and the

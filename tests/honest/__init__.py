@@ -1,6 +1,6 @@
 """Honest alternative solutions for every exercise, and the harness that grades them (issue 22).
 
-``nb01.py`` ... ``nb09.py`` each hold ``ALTERNATIVES``: for every answer cell (by its nbgrader
+``nb00.py`` ... ``nb09.py`` each hold ``ALTERNATIVES``: for every answer cell (by its nbgrader
 ``grade_id``), 2-4 :class:`Alternative` sources a good student could write from the notebook's
 text. ``harness.py`` runs them through the instant checks in-process and grades them through
 ``tlab grade``; ``tests/test_grading_honest.py`` is the test.
@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 NOTEBOOKS = [
+    "00_tokens_and_embeddings",
     "01_self_attention",
     "02_multi_head_attention",
     "03_positional_encodings",
@@ -37,7 +38,7 @@ class Alternative:
 
 
 def alternatives(notebook: str) -> dict[str, list[Alternative]]:
-    """``{grade_id: [Alternative, ...]}`` of ``notebook`` ("01_self_attention" or "01")."""
+    """``{grade_id: [Alternative, ...]}`` of ``notebook`` ("00_tokens_and_embeddings" or "00")."""
     import importlib
 
     module = importlib.import_module(f".nb{notebook[:2]}", __name__)
