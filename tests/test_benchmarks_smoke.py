@@ -11,10 +11,19 @@ from pathlib import Path
 import pytest
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
-SCRIPTS = [  # every benchmark, as `make benchmarks` runs them; grading needs the sandbox
-    pytest.param(p.name, marks=[pytest.mark.needs_bwrap] if p.name == "bench_grading.py" else [])
+GRADES = {"bench_grading.py", "bench_grading_cost.py"}  # these grade: they need the sandbox
+SCRIPTS = [  # every benchmark, as `make benchmarks` runs them
+    pytest.param(p.name, marks=[pytest.mark.needs_bwrap] if p.name in GRADES else [])
     for p in sorted(BENCHMARKS.glob("bench_*.py"))
 ]
+
+
+def test_every_grading_benchmark_is_marked():
+    """A script that runs `tlab grade` skips where bubblewrap is missing instead of failing."""
+    for path in BENCHMARKS.glob("bench_*.py"):
+        text = path.read_text(encoding="utf-8")
+        if "grading.autograde" in text or '"grade"' in text:
+            assert path.name in GRADES, path.name
 
 
 @pytest.mark.slow

@@ -287,6 +287,7 @@ def test_each_kernel_gets_its_cpu_share_and_as_many_threads(tmp_path):
             shutil.rmtree(folder, ignore_errors=True)
 
 
+@pytest.mark.needs_bwrap  # sandbox_command looks bubblewrap up
 def test_without_a_writable_cgroup_there_is_no_share_and_no_error(monkeypatch, tmp_path):
     monkeypatch.setattr(cpushare, "ROOT", tmp_path)  # an empty /sys/fs/cgroup
     assert cpushare.cpu_share_backend() is None
