@@ -187,7 +187,12 @@ def schema_revision() -> str | None:
                 target = node.target if isinstance(node, ast.AnnAssign) else target
                 if not isinstance(target, ast.Name) or node.value is None:
                     continue
-                value = ast.literal_eval(node.value)
+                if target.id not in ("revision", "down_revision"):
+                    continue  # other assignments may be any expression
+                try:
+                    value = ast.literal_eval(node.value)
+                except ValueError:
+                    return None
                 values = value if isinstance(value, (tuple, list)) else (value,)
                 if target.id == "revision":
                     revisions.update(values)
