@@ -34,6 +34,7 @@ try:
     from . import _review_cells, _review_files, _review_names, _review_rules, _review_tree
     from . import forbidden as _forbidden
     from . import similarity as _similarity
+    from . import source_facts as _facts
 except ImportError:  # loaded by file path in the grader's driver (no package, no torch)
     import importlib.util
     import sys
@@ -54,6 +55,7 @@ except ImportError:  # loaded by file path in the grader's driver (no package, n
     _review_names = _sibling("_review_names")
     _review_tree = _sibling("_review_tree")
     _forbidden, _similarity = _sibling("forbidden"), _sibling("similarity")
+    _facts = _sibling("source_facts")
 
 PATTERNS = _review_rules.PATTERNS
 MAX_FILE_BYTES = _review_files.MAX_FILE_BYTES
@@ -234,8 +236,16 @@ _REEXPORTS: dict[str, str] = {}
 
 
 def _reexports() -> dict[str, str]:
+    """The package's re-exports, read once per version of the package (:mod:`.source_facts`)."""
     if not _REEXPORTS:
-        _REEXPORTS.update(_review_names.reexports(_similarity.package_sources()))
+        _REEXPORTS.update(
+            _facts.cached(
+                "reexports",
+                lambda: _review_names.reexports(_similarity.package_sources()),
+                dict,
+                lambda data: {str(k): str(v) for k, v in data.items()},
+            )
+        )
     return _REEXPORTS
 
 

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 try:
+    from . import source_facts as _facts
     from .winnowing import _KEPT_NAMES, K, W, _python_lines, fingerprints, normalise, token_kinds
 except ImportError:  # loaded by file path in the grader's driver (no package, no torch)
     import importlib.util
@@ -45,7 +46,7 @@ except ImportError:  # loaded by file path in the grader's driver (no package, n
             spec.loader.exec_module(module)
         return sys.modules[key]
 
-    _winnowing = _sibling("winnowing")
+    _winnowing, _facts = _sibling("winnowing"), _sibling("source_facts")
     _KEPT_NAMES, K, W = _winnowing._KEPT_NAMES, _winnowing.K, _winnowing.W
     fingerprints, normalise = _winnowing.fingerprints, _winnowing.normalise
     token_kinds, _python_lines = _winnowing.token_kinds, _winnowing._python_lines
@@ -183,11 +184,33 @@ def package_sources(root: str = str(PACKAGE)) -> dict[str, str]:
 
 @functools.lru_cache(maxsize=4)
 def package_units(root: str = str(PACKAGE)) -> tuple[Unit, ...]:
-    """Every function, method and class of the package's source (the grader excepted)."""
-    out: list[Unit] = []
-    for label, text in package_sources(root).items():
-        out.extend(u for u in units_of(text, label) if u.size)
-    return tuple(out)
+    """Every function, method and class of the package's source (the grader excepted).
+
+    Computed once per version of the package and kept on disk (:mod:`.source_facts`)."""
+
+    def compute() -> tuple[Unit, ...]:
+        out: list[Unit] = []
+        for label, text in package_sources(root).items():
+            out.extend(u for u in units_of(text, label) if u.size)
+        return tuple(out)
+
+    return _facts.cached("units", compute, _encode_units, _decode_units, root)
+
+
+def _encode_units(units: tuple[Unit, ...]) -> list:
+    return [[u.name, u.where, sorted(u.lines.items())] for u in units]
+
+
+def _decode_units(data: list) -> tuple[Unit, ...]:
+    if not data:
+        raise ValueError("no units")  # the package always has some
+    units = []
+    for name, where, pairs in data:
+        lines = {int(h): int(ln) for h, ln in pairs}
+        if not (isinstance(name, str) and isinstance(where, str) and lines):
+            raise ValueError("malformed unit")
+        units.append(Unit(name, where, frozenset(lines), lines))
+    return tuple(units)
 
 
 @functools.lru_cache(maxsize=4)

@@ -1,0 +1,103 @@
+"""The grader's facts read from the package's source, kept on disk (grading/source_facts.py):
+the cached value is the computed one, a changed source or a bad file is never read as a fact,
+and a cache that cannot be written only costs the time."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+
+import pytest
+
+from transformer_lab.grading import forbidden, review, similarity, source_facts
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    folder = tmp_path / "cache"
+    monkeypatch.setenv("TLAB_CACHE_DIR", str(folder))
+    return folder
+
+
+def _fresh(root: str):
+    """The package's units computed now, bypassing every cache."""
+    units = []
+    for label, text in similarity.package_sources(root).items():
+        units.extend(u for u in similarity.units_of(text, label) if u.size)
+    return units
+
+
+def test_cached_facts_equal_the_computed_ones(cache):
+    root = str(source_facts.PACKAGE)
+    computed = tuple(_fresh(root))
+    similarity.package_units.cache_clear()
+    first = similarity.package_units(root)  # computed and written
+    similarity.package_units.cache_clear()
+    second = similarity.package_units(root)  # read back
+    assert first == computed and second == computed
+    assert [u.lines for u in second] == [u.lines for u in computed]
+    forbidden.forbidden_table.cache_clear()
+    table = forbidden.forbidden_table()
+    forbidden.forbidden_table.cache_clear()
+    assert forbidden.forbidden_table() == table == forbidden._read_table(forbidden.checks_dir())
+    review._REEXPORTS.clear()
+    rex = dict(review._reexports())
+    review._REEXPORTS.clear()
+    assert review._reexports() == rex
+    names = sorted(p.name.split("-")[0] for p in cache.iterdir())
+    assert names == ["forbidden", "reexports", "units"]
+    assert stat.S_IMODE(cache.stat().st_mode) == 0o700  # private to its user
+
+
+def test_a_changed_source_is_a_new_key(tmp_path, cache):
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "mod.py").write_text("def f(x):\n    return x + 1\n")
+    before = source_facts.package_digest(str(package))
+    (package / "mod.py").write_text("def f(x):\n    return x + 2\n")
+    source_facts.package_digest.cache_clear()
+    assert source_facts.package_digest(str(package)) != before
+    calls = []
+    for expected in (1, 1):
+        got = source_facts.cached(
+            "toy", lambda: calls.append(1) or expected, int, int, root=str(package)
+        )
+        assert got == expected
+    assert len(calls) == 1  # the second call read the file
+
+
+@pytest.mark.parametrize("content", ["{not json", '[["f", "x.py", "nonsense"]]', "[]", "null"])
+def test_a_malformed_file_is_computed_again(cache, content):
+    root = str(source_facts.PACKAGE)
+    cache.mkdir()
+    path = cache / f"units-{source_facts.package_digest(root)[:32]}.json"
+    path.write_text(content)
+    similarity.package_units.cache_clear()
+    units = similarity.package_units(root)
+    assert len(units) > 100  # the package's units, not the file's
+    assert json.loads(path.read_text())  # and the file was rewritten with them
+
+
+def test_an_unwritable_cache_only_costs_the_time(tmp_path, monkeypatch):
+    if os.geteuid() == 0:  # root writes anywhere: point the cache at a file instead
+        blocker = tmp_path / "a_file"
+        blocker.write_text("")
+        monkeypatch.setenv("TLAB_CACHE_DIR", str(blocker / "cache"))
+    else:
+        locked = tmp_path / "locked"
+        locked.mkdir(mode=0o500)
+        monkeypatch.setenv("TLAB_CACHE_DIR", str(locked / "cache"))
+    assert source_facts.cached("toy", lambda: 7, int, int) == 7
+
+
+def test_only_the_newest_versions_are_kept(cache):
+    cache.mkdir()
+    for k in range(6):
+        old = cache / f"toy-{k:032d}.json"
+        old.write_text("1")
+        os.utime(old, (k, k))
+    source_facts.cached("toy", lambda: 2, int, int)
+    left = sorted(p.name for p in cache.glob("toy-*.json"))
+    assert len(left) == source_facts.KEEP
+    assert f"toy-{source_facts.package_digest()[:32]}.json" in left
