@@ -7,10 +7,11 @@ nothing but its own temporary course. Never widen them to absolute or recursive 
 shared machine they would reach other people's files.
 
 ``build(root, port)`` makes a course in ``root`` (nbgrader_config.py, solutions/01 and its
-release) and submits every student below. Each attack pairs a trick with *wrong* answers
-(zeros), so any point it earns must come from the trick; the honest variants are the solution
-with something that used to cost points. Run as a script to grade the class and print a
-table::
+release) and submits every student below, and the release untouched (0 points, graded: the
+real course's check for notebook 01, see ``tests/test_grading_real_course.py``). Each attack
+pairs a trick with *wrong* answers (zeros), so any point it earns must come from the trick;
+the honest variants are the solution with something that used to cost points. Run as a script
+to grade the class and print a table::
 
     python tests/adversarial_class.py ROOT [tlab grade options...]
 
@@ -260,6 +261,7 @@ REPLACES = {
 }
 AFTER = {"read_solutions"}  # the trick comes after the wrong answers (and would replace them)
 HONEST = ("honest_full", "honest_stderr", "honest_slow", "honest_stripped", "honest_big_print")
+UNTOUCHED = "untouched"  # the student release as handed out: graded, 0 points
 DANGEROUS = {"fork_bomb", "memory_hog"}  # never run these without the sandbox
 
 # student -> (statuses allowed, highest score allowed, must be flagged)
@@ -276,6 +278,7 @@ EXPECTED: dict[str, tuple[set[str], float, bool]] = {
     "runpy_reference": ({"needs_review"}, 2, True),
     "history_dump": ({"needs_review", "graded"}, 0, False),
     **{s: ({"graded"}, 10, False) for s in HONEST},
+    UNTOUCHED: ({"graded"}, 0, False),
 }
 
 
@@ -310,6 +313,8 @@ def submit(root: Path, student: str, nb) -> None:
 
 def notebook_for(root: Path, student: str, port: int = 9):
     nb = _released(root)
+    if student == UNTOUCHED:
+        return nb
     right = {gid: solution_source(root, gid) for gid in ANSWERS}
     if student in ATTACKS:
         sources = dict(WRONG)
@@ -368,7 +373,7 @@ def build(root: Path, port: int = 9, students=None, dangerous: bool = True) -> l
         shutil.rmtree(root / "solutions")
     shutil.copytree(REPO / "solutions" / A, root / "solutions" / A)
     assert cli.main(["--root", str(root), "release"]) == 0
-    names = list(students or [*ATTACKS, *HONEST])
+    names = list(students or [*ATTACKS, *HONEST, UNTOUCHED])
     if not dangerous:
         names = [s for s in names if s not in DANGEROUS]
     for student in names:

@@ -11,7 +11,8 @@ then show:
 - no solution, hidden test, classmate's data or instructor's environment variable reaches a
   student's feedback;
 - every honest variant (stderr print, slow cells, metadata stripped, 100 MB print) gets full
-  marks without a flag.
+  marks without a flag, and the untouched release is graded 0 (the real course's check for
+  notebook 01).
 """
 
 from __future__ import annotations
@@ -119,6 +120,8 @@ def test_outcome(graded, student):
         assert row["flags"], row
     if student.startswith("honest"):
         assert float(row["score"]) == 10 and not row["flags"], row
+    if student == klass.UNTOUCHED:  # the release as handed out: graded, nothing earned
+        assert float(row["score"]) == 0 and float(row["max_score"]) == 10, row
 
 
 def test_no_wrong_answer_scores_without_a_flag(graded):

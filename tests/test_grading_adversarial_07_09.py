@@ -13,6 +13,10 @@ without it, so a point above the honest ones can only come from the trick:
   instant check);
 - honest variants the old grader marked down: ``torch.rand`` starts instead of ``torch.randint``,
   ``pos_emb`` created before ``tok_emb``, an ``einsum`` tiled attention in float64 inside.
+
+With them, the solution (full marks) and the untouched release (0): the real course's check for
+notebooks 07 and 09 (``tests/test_grading_real_course.py``), made here instead of in a second
+course.
 """
 
 from __future__ import annotations
@@ -124,6 +128,7 @@ CLASS_09 = {
 # student -> (statuses allowed, score at most, must be flagged); full marks are 10.
 EXPECTED_07 = {
     "solution": ({"graded"}, 10, False),
+    "untouched": ({"graded"}, 0, False),
     "honest_rand": ({"graded"}, 10, False),
     "honest_pos_first": ({"graded"}, 10, False),
     "frame_oracle": ({"graded", "needs_review"}, 8, False),  # causal_lm_loss (2 points) lost
@@ -131,6 +136,7 @@ EXPECTED_07 = {
 }
 EXPECTED_09 = {
     "solution": ({"graded"}, 10, False),
+    "untouched": ({"graded"}, 0, False),
     "honest_einsum": ({"graded"}, 10, False),
     "frame_oracle": ({"graded", "needs_review"}, 7, False),  # tiled_attention (3 points) lost
     "reference_copy": ({"needs_review"}, 10, True),  # correct, recompiled: flagged
@@ -152,6 +158,7 @@ def _build(root: Path, assignment: str, variants: dict[str, dict[str, str]]) -> 
     assert cli.main(["--root", str(root), "release", assignment]) == 0
     solution = _answers(root / "solutions" / assignment / f"{assignment}.ipynb")
     released = root / "notebooks" / assignment / f"{assignment}.ipynb"
+    shutil.copytree(released.parent, root / "submitted" / "untouched" / assignment)
     for student, replaced in {"solution": {}, **variants}.items():
         nb = nbformat.read(released, as_version=4)
         for cell in nb.cells:
@@ -198,3 +205,5 @@ def test_class_graded_with_two_jobs(tmp_path, assignment, variants, expected):
             assert row["flags"], row
         if best == 10 and not flagged:  # the honest ones: full marks, no flag
             assert float(row["score"]) == 10 and not row["flags"], row
+        assert float(row["max_score"]) == 10, row
+    assert float(rows["untouched"]["score"]) == 0  # the release as handed out earns nothing

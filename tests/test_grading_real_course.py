@@ -3,9 +3,10 @@ the untouched student release 0, both graded (not crashed). The time limits are 
 suite shares the machine; a cell stopped at its limit would be a flag, not a failure of the code).
 
 Each assignment is released alone into its own temporary course, so the assignments are dealt
-out to the test workers one by one. Assignments with a grading file of their own
-(``tests/test_nbNN_grading.py``, which grades the same two submissions and more) are graded
-there, not twice; a test below checks that every assignment is graded in one place or the other.
+out to the test workers one by one. Assignments graded in another file with more submissions
+(``tests/test_nbNN_grading.py``; notebook 01's adversarial class and 07's and 09's, which hold
+the solution's answers and the untouched release beside their attacks) are graded there, not
+twice; a test below checks that every assignment is graded in one place or the other.
 """
 
 from __future__ import annotations
@@ -26,8 +27,11 @@ REPO = Path(__file__).resolve().parents[1]
 ASSIGNMENTS = list_assignments(REPO / "solutions")
 # assignment -> the file that grades its solution and untouched release (with more submissions)
 OWN_FILE = {
+    "01_self_attention": "test_grading_adversarial.py",  # honest_full and untouched
     "05_transformer_block": "test_nb05_grading.py",
     "06_bert": "test_nb06_grading.py",
+    "07_gpt": "test_grading_adversarial_07_09.py",
+    "09_attention_at_scale": "test_grading_adversarial_07_09.py",
 }
 HERE = [a for a in ASSIGNMENTS if a not in OWN_FILE]
 
@@ -71,4 +75,9 @@ def test_every_assignment_is_graded_here_or_in_its_own_file():
     assert set(HERE) | set(OWN_FILE) == set(ASSIGNMENTS)
     for assignment, name in OWN_FILE.items():
         text = (Path(__file__).parent / name).read_text(encoding="utf-8")
-        assert f'A = "{assignment}"' in text and re.search(r'grade\(|"grade"', text), name
+        if name == "test_grading_adversarial.py":  # its class is built in adversarial_class.py
+            text += (Path(__file__).parent / "adversarial_class.py").read_text(encoding="utf-8")
+            assert 'UNTOUCHED: ({"graded"}, 0, False)' in text and '"honest_full"' in text
+        else:
+            assert '"untouched"' in text, name
+        assert f'"{assignment}"' in text and re.search(r'grade\(|"grade"', text), name
