@@ -224,56 +224,72 @@ def _stamp_without_subprocess() -> None:
 def guard_gradebook(url: str) -> None:
     """Make nbgrader's ``Gradebook`` safe for several grading processes at once (see above).
 
-    Called once per nbgrader child process, before any nbgrader step runs.
+    Called before any nbgrader step runs, in every process that opens gradebooks. The guard is
+    installed once per process and takes the lock of the gradebook each ``Gradebook`` opens
+    (its own ``db_url``), so one process may open the gradebooks of several courses (a test
+    run, a notebook session): ``url`` only checks that its database driver is installed.
     """
     global _installed
     _stamp_without_subprocess()
+    check_driver_available(url)
     if _installed is not None:
         return
     _installed = url
     from nbgrader.api import Gradebook
     from nbgrader.converters import GenerateAssignment
 
-    path = sqlite_path(url)
-    if path is not None:
-        lock = _ReentrantFileLock(path.with_name(path.name + ".lock"))
-        original_init, original_close = Gradebook.__init__, Gradebook.close
+    original_init, original_close = Gradebook.__init__, Gradebook.close
+    original_start = GenerateAssignment.start
 
-        def init(self, *args, **kwargs):
+    def init(self, *args, **kwargs):
+        db_url = str(kwargs.get("db_url", args[0] if args else ""))
+        path = sqlite_path(db_url)
+        if path is not None:  # one writer at a time, across processes
+            lock = _file_lock(path)
             lock.acquire()
-            self._tlab_locked = True
+            self._tlab_lock = lock
             try:
                 original_init(self, *args, **kwargs)
             except BaseException:
-                self._tlab_locked = False
+                self._tlab_lock = None
                 lock.release()
                 raise
-
-        def close(self):
-            try:
-                original_close(self)
-            finally:
-                if getattr(self, "_tlab_locked", False):
-                    self._tlab_locked = False
-                    lock.release()
-
-        Gradebook.__init__, Gradebook.close = init, close
-    elif is_postgres(url):
-        check_driver_available(url)
-        original_init = Gradebook.__init__
-        original_start = GenerateAssignment.start
-
-        def init(self, *args, **kwargs):
-            # Creating the tables (first use of an empty database) must happen once.
-            with postgres_advisory_lock(url):
+        elif is_postgres(db_url):  # creating the tables (an empty database) happens once
+            check_driver_available(db_url)
+            with postgres_advisory_lock(db_url):
                 original_init(self, *args, **kwargs)
+        else:
+            original_init(self, *args, **kwargs)
 
-        def start(self, *args, **kwargs):
-            with postgres_advisory_lock(url):
+    def close(self):
+        try:
+            original_close(self)
+        finally:
+            lock = getattr(self, "_tlab_lock", None)
+            if lock is not None:
+                self._tlab_lock = None
+                lock.release()
+
+    def start(self, *args, **kwargs):
+        db_url = str(self.coursedir.db_url)
+        if is_postgres(db_url):
+            with postgres_advisory_lock(db_url):
                 return original_start(self, *args, **kwargs)
+        return original_start(self, *args, **kwargs)
 
-        Gradebook.__init__ = init
-        GenerateAssignment.start = start
+    Gradebook.__init__, Gradebook.close = init, close
+    GenerateAssignment.start = start
+
+
+_FILE_LOCKS: dict[Path, _ReentrantFileLock] = {}
+
+
+def _file_lock(path: Path) -> _ReentrantFileLock:
+    """The (process-wide, re-entrant) lock beside the SQLite gradebook at ``path``."""
+    key = path.resolve()
+    if key not in _FILE_LOCKS:
+        _FILE_LOCKS[key] = _ReentrantFileLock(key.with_name(key.name + ".lock"))
+    return _FILE_LOCKS[key]
 
 
 def graded_in_gradebook(url: str, course_id: str, assignment: str) -> set[str]:
