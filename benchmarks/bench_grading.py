@@ -249,7 +249,7 @@ def main() -> None:
     hang_limits = dict(timeout=args.timeout, budget=args.budget)
     if args.quick:  # one full, one untouched, with the largest job count; short hang limits
         args.students, args.bare_repeats, args.jobs = 2, 1, args.jobs[-1:]
-        hang_limits = dict(timeout=5, budget=5.0)
+        hang_limits = dict(timeout=3, budget=3.0)
     # nbgrader's child processes find `alembic` next to this interpreter.
     os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]])
     from transformer_lab.grading.cpushare import cpu_share_backend

@@ -341,9 +341,9 @@ def notebook_for(root: Path, student: str, port: int = 9):
             },
         )
     elif student == "honest_slow":
-        # Three answer cells take 6 s each: under the 8 s per-cell limit the test grades with,
-        # 18 s in all (more than the 10 s --budget, which only counts interrupted cells).
-        _answers(nb, {g: "time.sleep(6)\n" + right[g] for g in ANSWERS[:3]})
+        # Three answer cells take 4 s each: half the 8 s per-cell limit the test grades with,
+        # 12 s in all (more than the 10 s --budget, which only counts interrupted cells).
+        _answers(nb, {g: "time.sleep(4)\n" + right[g] for g in ANSWERS[:3]})
     elif student == "honest_big_print":
         at = next(
             i

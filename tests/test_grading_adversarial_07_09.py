@@ -11,8 +11,11 @@ without it, so a point above the honest ones can only come from the trick:
   (correct, so its points stay; it must be flagged);
 - ``gpt_subclass`` (07): ``GPTFromBlocks`` that runs the package's GPT (forbidden, as in the
   instant check);
-- honest variants the old grader marked down: ``torch.rand`` starts instead of ``torch.randint``,
-  ``pos_emb`` created before ``tok_emb``, an ``einsum`` tiled attention in float64 inside.
+- an honest variant the old grader marked down: an ``einsum`` tiled attention in float64 inside
+  (09). Notebook 07's two (``torch.rand`` starts instead of ``torch.randint``, ``pos_emb``
+  created before ``tok_emb``) are honest alternatives of ``tests/honest/nb07.py``, graded through
+  ``tlab grade`` by ``tests/test_grading_honest.py`` (07 is one of the notebooks it grades by
+  default; a test below keeps it so), not graded a second time here.
 
 With them, the solution (full marks) and the untouched release (0): the real course's check for
 notebooks 07 and 09 (``tests/test_grading_real_course.py``), made here instead of in a second
@@ -62,16 +65,6 @@ _copy.write_text("\\n\\n\\n" + pathlib.Path(_m.__file__).read_text())
 """
 
 CLASS_07 = {
-    "honest_rand": {
-        "next_token_batch_impl": (
-            "def next_token_batch(data, T, B, generator):\n"
-            "    n = len(data) - T\n"
-            "    starts = (torch.rand(B, generator=generator) * n).long().clamp(max=n - 1)\n"
-            "    idx = starts[:, None] + torch.arange(T + 1)\n"
-            "    return data[idx][:, :-1], data[idx][:, 1:]\n"
-        )
-    },
-    "honest_pos_first": {"gpt_from_blocks_impl": "POS_FIRST"},
     "frame_oracle": {
         "causal_lm_loss_impl": ORACLE + "\ndef causal_lm_loss(logits, ids, attention_mask=None):\n"
         "    got = _stolen(torch.Size([]))\n"
@@ -129,8 +122,6 @@ CLASS_09 = {
 EXPECTED_07 = {
     "solution": ({"graded"}, 10, False),
     "untouched": ({"graded"}, 0, False),
-    "honest_rand": ({"graded"}, 10, False),
-    "honest_pos_first": ({"graded"}, 10, False),
     "frame_oracle": ({"graded", "needs_review"}, 8, False),  # causal_lm_loss (2 points) lost
     "gpt_subclass": ({"graded", "needs_review"}, 8, False),  # gpt_from_blocks (2 points) lost
 }
@@ -164,21 +155,10 @@ def _build(root: Path, assignment: str, variants: dict[str, dict[str, str]]) -> 
         for cell in nb.cells:
             gid = cell.metadata.get("nbgrader", {}).get("grade_id")
             if cell.metadata.get("nbgrader", {}).get("solution") and gid in solution:
-                source = replaced.get(gid, solution[gid])
-                if source == "POS_FIRST":
-                    source = _pos_first(solution[gid])
-                cell.source = source
+                cell.source = replaced.get(gid, solution[gid])
         folder = root / "submitted" / student / assignment
         folder.mkdir(parents=True)
         nbformat.write(nb, folder / f"{assignment}.ipynb")
-
-
-def _pos_first(source: str) -> str:
-    lines = source.splitlines()
-    tok = next(i for i, ln in enumerate(lines) if "self.tok_emb =" in ln)
-    pos = next(i for i, ln in enumerate(lines) if "self.pos_emb =" in ln)
-    lines[tok], lines[pos] = lines[pos], lines[tok]
-    return "\n".join(lines)
 
 
 @pytest.mark.parametrize(
@@ -207,3 +187,20 @@ def test_class_graded_with_two_jobs(tmp_path, assignment, variants, expected):
             assert float(row["score"]) == 10 and not row["flags"], row
         assert float(row["max_score"]) == 10, row
     assert float(rows["untouched"]["score"]) == 0  # the release as handed out earns nothing
+
+
+def test_notebook_07s_honest_variants_are_graded_in_the_honest_class():
+    """The two honest variants this class once held are graded by test_grading_honest.py."""
+    import re
+
+    from honest import alternatives
+
+    source = (Path(__file__).parent / "test_grading_honest.py").read_text(encoding="utf-8")
+    default = re.search(r'os\.environ\.get\("TLAB_HONEST_GRADE", "([^"]*)"\)', source)
+    assert default and "07_gpt" in default.group(1).split()  # graded by default
+    table = alternatives("07_gpt")
+    assert any("torch.rand(" in a.source for a in table["next_token_batch_impl"])
+    assert any(
+        a.source.index("self.pos_emb =") < a.source.index("self.tok_emb =")
+        for a in table["gpt_from_blocks_impl"]
+    )

@@ -3,7 +3,8 @@ notebooks, run `tlab grade` once over all of them, and check every outcome.
 
 The fixture (tests/fixtures/course) has three exercises built on the checks: softmax (2 points),
 attention (3) and a causal mask (1). One batch grades 11 students, each in the sandbox; the
-per-cell timeout is 15 s and the hang budget 20 s, so the hanging student costs about 30 s.
+per-cell timeout is 8 s and the hang budget 10 s, so the hanging student costs about 16 s (its
+cell stopped, then regraded alone and stopped again); the other cells take well under a second.
 Tricks that used to be merely caught are now also flagged (status needs_review). Then a second run
 checks that nothing is regraded or lost, and a third that a failed regrade keeps the old score.
 The real course's assignments are graded in tests/test_grading_real_course.py.
@@ -30,7 +31,7 @@ from transformer_lab.grading.report import GRADED, NEEDS_REVIEW, NOT_GRADED
 REPO = Path(__file__).resolve().parents[1]
 FIXTURE = Path(__file__).parent / "fixtures" / "course"
 A = "fx_attention"
-OPTIONS = dict(timeout=15, budget=20.0, quiet=True)
+OPTIONS = dict(timeout=8, budget=10.0, quiet=True)
 
 pytestmark = pytest.mark.slow
 

@@ -414,7 +414,7 @@ def graded(tmp_path_factory):
     _submit(root, "big_images", {}, BIG_IMAGES)
     _submit(root, "disk_filler", {}, FILL_DISK)
     _submit(root, "hanging", {"attention_impl": HANG})
-    report = grade(root, A, GradeOptions(timeout=10, budget=10.0, quiet=True, jobs=2))
+    report = grade(root, A, GradeOptions(timeout=6, budget=6.0, quiet=True, jobs=2))
     return root, report
 
 

@@ -45,7 +45,7 @@ from transformer_lab.grading.report import GRADED, NEEDS_REVIEW, GradingReport
 REPO = Path(__file__).resolve().parents[1]
 FIXTURE = Path(__file__).parent / "fixtures" / "course"
 COURSE = "transformer-lab"
-LIMITS = ["--timeout", "10", "--budget", "10", "--quiet"]  # a hang costs 10 s per attempt
+LIMITS = ["--timeout", "6", "--budget", "6", "--quiet"]  # a hang costs 6 s per attempt
 CANVAS_ID = "4711"  # the assignment's id in Canvas (its URL)
 HANG = "def softmax(x, dim=-1):\n    while True:\n        pass"  # the test cell calls it
 
@@ -206,7 +206,7 @@ def test_review_settles_the_flag_and_feedback_reaches_the_students(term):
     code, out = _tlab(term.root, "review", A)
     assert code == 0 and "1 submission(s) to review" in out and "hal" in out
     code, out = _tlab(term.root, "review", A, "hal")
-    assert "timeout: 1 cell(s) stopped at the 10 s time limit" in out
+    assert "timeout: 1 cell(s) stopped at the 6 s time limit" in out
     note = "softmax loops; the rest is right"
     argv = ["review", A, "hal", "--score", "5", "--note", note, "--by", "prof"]
     code, out = _tlab(term.root, *argv)

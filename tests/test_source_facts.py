@@ -67,16 +67,32 @@ def test_a_changed_source_is_a_new_key(tmp_path, cache):
     assert len(calls) == 1  # the second call read the file
 
 
-@pytest.mark.parametrize("content", ["{not json", '[["f", "x.py", "nonsense"]]', "[]", "null"])
-def test_a_malformed_file_is_computed_again(cache, content):
+def test_a_malformed_units_file_is_computed_again(cache):
     root = str(source_facts.PACKAGE)
     cache.mkdir()
     path = cache / f"units-{source_facts.package_digest(root)[:32]}.json"
-    path.write_text(content)
+    path.write_text('[["f", "x.py", "nonsense"]]')
     similarity.package_units.cache_clear()
     units = similarity.package_units(root)
     assert len(units) > 100  # the package's units, not the file's
-    assert json.loads(path.read_text())  # and the file was rewritten with them
+    assert len(json.loads(path.read_text())) == len(units)  # the file was rewritten with them
+    for content in ("{not json", "[]", "null"):  # nothing a decoder accepts
+        with pytest.raises(Exception):  # noqa: B017, PT011 - any error means "compute again"
+            similarity._decode_units(json.loads(content) if content != "{not json" else None)
+
+
+@pytest.mark.parametrize("content", ["{not json", '{"v": "seven"}', "[]", "", "null"])
+def test_a_malformed_file_is_computed_again(cache, content):
+    def decode(data):
+        if not isinstance(data["v"], int):
+            raise TypeError("not an int")
+        return data["v"]
+
+    cache.mkdir()
+    path = cache / f"toy-{source_facts.package_digest()[:32]}.json"
+    path.write_text(content)
+    assert source_facts.cached("toy", lambda: 7, lambda v: {"v": v}, decode) == 7
+    assert json.loads(path.read_text()) == {"v": 7}
 
 
 def test_an_unwritable_cache_only_costs_the_time(tmp_path, monkeypatch):
