@@ -11,8 +11,9 @@ tests below in order:
    its limit is not run again by the grader): nbgrader's ``flagged``, shown in the
    formgrader's "Flagged?" column in headless Chromium.
 3. ``tlab review`` lists it and shows the evidence; an override with a note settles it (who,
-   when, why kept in the gradebook); nbgrader's feedback is released and each student fetches
-   a page with their own score.
+   when, why kept in the gradebook); nbgrader's ``generate_feedback`` remakes a page from what
+   tlab graded, nbgrader's feedback is released and each student fetches a page with their own
+   score and no hidden test.
 4. ``tlab export``'s Canvas file passes Canvas's import rules (tests/test_grading_lms.py); cy,
    who never submitted, is blank, never 0.
 5. ada changes her submission and submits again; ``tlab grade`` grades only hers, the gradebook
@@ -25,8 +26,11 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import secrets
 import shutil
+import subprocess
+import sys
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -35,7 +39,6 @@ import nbformat
 import pytest
 from nbgrader.api import Gradebook
 from test_grading_e2e import FULL, NO_MAX, A, _cell, _solution_source
-from test_grading_exchange import _nbgrader
 from test_grading_lms import _check_canvas, _check_moodle, _rows
 
 from transformer_lab import cli
@@ -43,6 +46,7 @@ from transformer_lab.grading import decisions
 from transformer_lab.grading.report import GRADED, NEEDS_REVIEW, GradingReport
 
 REPO = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent  # nbgrader's command line, beside this interpreter
 FIXTURE = Path(__file__).parent / "fixtures" / "course"
 COURSE = "transformer-lab"
 LIMITS = ["--timeout", "6", "--budget", "6", "--quiet"]  # a hang costs 6 s per attempt
@@ -63,6 +67,18 @@ Cyrus,Cy,cy,,,cy@uni.example,-
 """
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_bwrap, pytest.mark.needs_postgres]
+
+
+def _nbgrader(cwd: Path, *args: str, home: Path | None = None) -> str:
+    """nbgrader's own command line (a student with ``home`` as their home folder)."""
+    env = dict(os.environ, PATH=os.pathsep.join([str(BIN), os.environ["PATH"]]))
+    if home is not None:
+        env["HOME"] = str(home)
+    done = subprocess.run(
+        [str(BIN / "nbgrader"), *args], cwd=cwd, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, f"nbgrader {' '.join(args)} failed:\n{done.stderr[-3000:]}"
+    return done.stdout + done.stderr
 
 
 def _tlab(root: Path, *argv: str) -> tuple[int, str]:
@@ -118,6 +134,7 @@ def term(tmp_path_factory, bwrap, postgresql):
         t.out["roster"] = _tlab(root, "roster", "import", str(roster))
         assert _tlab(root, "release")[0] == 0
         _nbgrader(root, "release_assignment", A, *ex)
+        t.out["outbound"] = (exchange / COURSE / "outbound" / A / f"{A}.ipynb").is_file()
 
         def submit(student: str, sources: dict[str, str], fetch: bool = True) -> None:
             home = tmp / student
@@ -135,6 +152,10 @@ def term(tmp_path_factory, bwrap, postgresql):
         submit("ada", FULL)
         submit("hal", {**FULL, "softmax_impl": HANG})
         _nbgrader(root, "collect", A, *ex)
+        t.out["collected"] = {
+            s: [(root / "submitted" / s / A / f).is_file() for f in (f"{A}.ipynb", "timestamp.txt")]
+            for s in ("ada", "hal")
+        }
         t.out["grade"] = _tlab(root, "grade", A, "--jobs", "2", *LIMITS)
         t.seconds = {"set-up and first grading": time.monotonic() - started}
         yield t
@@ -149,6 +170,8 @@ def test_roster_release_submit_and_grade_with_two_jobs(term):
         assert (hal.first_name, hal.last_name, hal.lms_user_id) == ("Hal", "Hopper", "202")
         assert "test-student" not in {s.id for s in gb.students}
 
+    assert term.out["outbound"]  # nbgrader release_assignment put the release in the exchange
+    assert term.out["collected"] == {"ada": [True, True], "hal": [True, True]}  # with timestamps
     code, out = term.out["grade"]
     assert code == 0, out
     report = GradingReport.load(term.root, A)
@@ -218,7 +241,9 @@ def test_review_settles_the_flag_and_feedback_reaches_the_students(term):
     ]
     assert "0 submission(s) to review" in _tlab(term.root, "review", A)[1]
 
-    # Feedback: tlab grade wrote the pages; nbgrader's exchange hands them back.
+    # Feedback: tlab grade wrote the pages; nbgrader's exchange hands them back. nbgrader's own
+    # feedback step also works on what tlab graded (ada's page made again by it).
+    _nbgrader(term.root, "generate_feedback", A, "--student", "ada", "--force")
     _nbgrader(term.root, "release_feedback", A, *term.ex)
     for student, score in (("ada", "6.0"), ("hal", "4.0")):  # the autograded score
         home = term.tmp / student
