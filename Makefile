@@ -28,9 +28,8 @@ TORCH_FROM := $(if $(filter pypi,$(TORCH_BUILD)),,--index-url $(TORCH_INDEX)/$(T
 
 STAMP     := $(VENV)/.installed-$(TORCH_BUILD)
 DEV_STAMP := $(VENV)/.installed-dev
-# The test suite on every core (pytest-xdist, one worker more than the CPUs: tests/parallel.py): a
-# file whose tests share an expensive set-up runs on one worker, other tests are dealt out one by
-# one. JOBS=0: plain pytest.
+# The test suite on every core (pytest-xdist): a file whose tests share an expensive set-up runs
+# on one worker, other tests are dealt out one by one (tests/parallel.py). JOBS=0: plain pytest.
 JOBS       ?= auto
 PYTEST     := $(BIN)/python -m pytest -n $(JOBS)
 

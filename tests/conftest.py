@@ -12,10 +12,9 @@ fixture ``bwrap`` / ``postgresql`` / ``chromium`` (directly or through another f
 implies the marker). Where the component is missing such a test is skipped, naming what is
 missing and how to install it; the header of every run lists what was found.
 
-Parallel runs (``make test``: pytest-xdist, ``-n auto``: one worker more than the CPUs; how many
-and how tests are shared out is in ``tests/parallel.py``): each worker gets its own ``tmp_path``
-tree and PostgreSQL cluster, and torch a share of the cores (two workers with two threads each on
-two cores fight over them).
+Parallel runs (``make test``: pytest-xdist, ``-n auto``; how tests are shared out is in
+``tests/parallel.py``): each worker gets its own ``tmp_path`` tree and PostgreSQL cluster, and
+torch a share of the cores (two workers with two threads each on two cores fight over them).
 Every run ends with the seconds each test file took (``tests/timing.py``).
 """
 
@@ -50,14 +49,6 @@ def pytest_configure(config):
 
 def pytest_report_header(config):
     return ["real components used by some tests (tests/components.py):", *report_lines()]
-
-
-@pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook: fine without it installed
-def pytest_xdist_auto_num_workers(config):
-    """``-n auto``: one worker more than the CPUs this process may use (tests/parallel.py)."""
-    from parallel import auto_workers
-
-    return auto_workers()
 
 
 @pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook: fine without it installed

@@ -1,10 +1,4 @@
-"""How ``make test`` shares the tests between pytest-xdist's workers, and how many there are.
-
-- **One worker more than the CPUs** (:func:`auto_workers`, for ``-n auto``). About a tenth of
-  the suite's time is spent waiting, not computing: kernels starting, subprocesses, cells that
-  sleep or hang until their limit. With one worker per CPU the two cores of this project's
-  machine were busy 1.80 of 2 on average (1,116 CPU s in 621 s, 26 November); a third worker
-  fills the waits (1.90 of 2 in the same day's run with three). More would only add contention.
+"""How ``make test`` shares the tests between pytest-xdist's workers (one per core).
 
 - **Files that set something up once for all their tests** (a fixture with ``scope="module"``,
   ``"class"`` or ``"package"``: a released course graded once, a trained model, a PostgreSQL
@@ -24,7 +18,6 @@ longer reads), so the grouping is decided here from the files themselves, which 
 from __future__ import annotations
 
 import functools
-import os
 import re
 from pathlib import Path
 
@@ -44,17 +37,6 @@ def shares_setup(path: Path) -> bool:
 def order_key(path: Path, slow_files: set[Path]) -> tuple[bool, bool]:
     """Sort key for a test in ``path``: slow files first, whole-file units first among them."""
     return (path not in slow_files, not shares_setup(path))
-
-
-def auto_workers() -> int:
-    """The number of workers for ``-n auto``: the CPUs this process may use, plus one."""
-    try:
-        from transformer_lab.threads import usable_cpus
-
-        cpus = int(usable_cpus())
-    except Exception:  # noqa: BLE001 - the package could not be imported: count the CPUs
-        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
-    return max(1, cpus) + 1
 
 
 def make_scheduler(config, log):

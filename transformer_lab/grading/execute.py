@@ -36,7 +36,7 @@ from nbclient.util import ensure_async, run_sync
 from nbformat import NotebookNode
 from nbgrader import utils
 from nbgrader.preprocessors import Execute
-from traitlets import Bool, Float, Integer, Unicode
+from traitlets import Bool, Enum, Float, Integer, Unicode
 
 
 def _sibling(name: str):
@@ -83,6 +83,9 @@ class GuardedExecute(Execute):
     """Execute in a sandbox, with hidden tests decided by the grader (see the module doc)."""
 
     sandbox = Bool(True, help="Run each kernel in a bubblewrap sandbox.").tag(config=True)
+    # When the notebook is done its kernel is killed at once: asking it to shut down waits up to
+    # 5 s for an answer that a fork bomb's copies or a stuck kernel never give.
+    shutdown_kernel = Enum(["graceful", "immediate"], default_value="immediate").tag(config=True)
     hang_budget = Float(
         60.0,
         help="Seconds a submission may lose to cells interrupted at the time limit before "
