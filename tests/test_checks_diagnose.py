@@ -111,7 +111,9 @@ def test_a_real_kernel_shows_the_students_line_and_the_message():
         ),
         nbformat.v4.new_code_cell("x = 1\nchecks.check_softmax(softmax)"),
     ]
-    nbclient.NotebookClient(nb, allow_errors=True, timeout=120).execute()
+    nbclient.NotebookClient(
+        nb, allow_errors=True, timeout=120, shutdown_kernel="immediate"
+    ).execute()
     error = nb.cells[1].outputs[0]
     assert error.ename == "CheckFailed"
     text = "\n".join(error.traceback)

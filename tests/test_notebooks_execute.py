@@ -63,6 +63,7 @@ def _execute(path: Path, allow_errors: bool):
         kernel_name="python3",
         allow_errors=allow_errors,
         resources={"metadata": {"path": str(path.parent)}},
+        shutdown_kernel="immediate",  # the notebook is done: no graceful shutdown (~0.8 s)
     )
     error = None
     try:
