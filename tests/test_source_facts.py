@@ -95,6 +95,17 @@ def test_a_malformed_file_is_computed_again(cache, content):
     assert json.loads(path.read_text()) == {"v": 7}
 
 
+@pytest.mark.parametrize("shared", ["folder", "file"])
+def test_a_cache_others_may_write_to_is_never_read(cache, shared):
+    cache.mkdir()
+    planted = cache / f"toy-{source_facts.package_digest()[:32]}.json"
+    planted.write_text("99")  # what another user planted
+    (cache if shared == "folder" else planted).chmod(0o777 if shared == "folder" else 0o666)
+    assert source_facts.cached("toy", lambda: 7, int, int) == 7
+    if shared == "folder":
+        assert planted.read_text() == "99"  # and nothing is written into such a folder
+
+
 def test_an_unwritable_cache_only_costs_the_time(tmp_path, monkeypatch):
     if os.geteuid() == 0:  # root writes anywhere: point the cache at a file instead
         blocker = tmp_path / "a_file"

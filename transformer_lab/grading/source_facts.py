@@ -11,8 +11,10 @@ to run code), in a file named by a SHA-256 digest of every source file of the pa
 included: an edited package or grader never reads facts of another version. The folder is
 ``$TLAB_CACHE_DIR``, else ``$XDG_CACHE_HOME/transformer-lab``, else ``~/.cache/transformer-lab``
 (created private to its user). A missing, unreadable, unwritable or malformed cache is the same
-as no cache: the fact is computed. The students' kernels cannot reach the folder (the sandbox
-binds only the course's read-only files and its own temporary folders).
+as no cache: the fact is computed; a folder or file that another user owns or may write to is
+never read, since a planted file could hide a copied reference from the code scan. The
+students' kernels cannot reach the folder (the sandbox binds only the course's read-only files
+and its own temporary folders).
 
 Standard library only: the grading driver loads this file by path, without torch.
 """
@@ -76,13 +78,26 @@ def cached(
         path = cache_dir() / f"{kind}-{package_digest(root)[:32]}.json"
     except OSError:  # the package's files could not be read: nothing to key a cache by
         return compute()
+    if path.parent.exists() and not _private(path.parent):
+        return compute()  # a folder others may write to is never read (nor written)
     try:
+        if not _private(path):
+            raise PermissionError(path)
         return decode(json.loads(path.read_text(encoding="utf-8")))
     except Exception:  # noqa: BLE001 - missing, unreadable or malformed: compute it
         pass
     value = compute()
     _store(path, encode(value))
     return value
+
+
+def _private(path: Path) -> bool:
+    """True if ``path`` belongs to this user and nobody else may write to it."""
+    try:
+        st = path.stat()
+    except OSError:
+        return False
+    return st.st_uid == os.geteuid() and not st.st_mode & 0o022
 
 
 def _store(path: Path, data: Any) -> None:
