@@ -22,22 +22,7 @@ import functools
 from dataclasses import dataclass
 from pathlib import Path
 
-try:
-    from . import source_facts as _facts
-except ImportError:  # loaded by file path in the grader's driver (no package, no torch)
-    import importlib.util
-    import sys
-
-    _key = "_tlab_grading_source_facts"
-    if _key not in sys.modules:
-        _spec = importlib.util.spec_from_file_location(
-            _key, Path(__file__).with_name("source_facts.py")
-        )
-        sys.modules[_key] = importlib.util.module_from_spec(_spec)
-        _spec.loader.exec_module(sys.modules[_key])
-    _facts = sys.modules[_key]
-
-__all__ = ["Rule", "forbidden_table", "checks_dir"]
+__all__ = ["Rule", "forbidden_table", "checks_dir", "encode_table", "decode_table"]
 
 _METHOD_NAMES = {"forward", "__init__", "generate", "_forward_cached", "to_conv2d", "_ff_block"}
 
@@ -210,27 +195,16 @@ def _check_rules(modules: dict[str, _Module], module: _Module, body: list[ast.st
     return tuple(dict.fromkeys(rules))
 
 
-@functools.lru_cache(maxsize=2)
-def forbidden_table(folder: str | None = None) -> dict[str, tuple[Rule, ...]]:
-    """{exercise: forbidden references} for every check that forbids something.
-
-    The shipped checks' table is computed once per version of the package and kept on disk
-    (:mod:`.source_facts`); another ``folder`` is always read afresh."""
-    if folder is None:
-        return _facts.cached(
-            "forbidden", lambda: _read_table(checks_dir()), _encode_table, _decode_table
-        )
-    return _read_table(Path(folder))
-
-
-def _encode_table(table: dict[str, tuple[Rule, ...]]) -> dict:
+def encode_table(table: dict[str, tuple[Rule, ...]]) -> dict:
+    """The table as plain JSON data (the grader keeps it on disk: :mod:`.source_facts`)."""
     return {
         name: [[r.label, list(r.paths), list(r.builtin_names)] for r in rules]
         for name, rules in table.items()
     }
 
 
-def _decode_table(data: dict) -> dict[str, tuple[Rule, ...]]:
+def decode_table(data: dict) -> dict[str, tuple[Rule, ...]]:
+    """:func:`encode_table`'s data back as the table (raises on anything malformed)."""
     table = {}
     for name, rules in data.items():
         table[str(name)] = tuple(
@@ -240,7 +214,10 @@ def _decode_table(data: dict) -> dict[str, tuple[Rule, ...]]:
     return table
 
 
-def _read_table(root: Path) -> dict[str, tuple[Rule, ...]]:
+@functools.lru_cache(maxsize=2)
+def forbidden_table(folder: str | None = None) -> dict[str, tuple[Rule, ...]]:
+    """{exercise: forbidden references} for every check that forbids something."""
+    root = Path(folder or checks_dir())
     modules = {m.name: m for m in (_Module(p, root) for p in sorted(root.rglob("*.py")))}
     table: dict[str, tuple[Rule, ...]] = {}
     for module in modules.values():

@@ -27,6 +27,7 @@ and keeps its score until someone has looked.
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 
@@ -210,7 +211,7 @@ def _scan(sources: list[_review_cells.Source], notebooks: list, released: dict) 
                 for pair in _review_cells.instructor_code(name, nb)
             ]
         ),
-        "table": _forbidden.forbidden_table(),
+        "table": _forbidden_table(),
         "reexports": _reexports(),
         "elsewhere": [],  # (where, line, why, code): found in code an answer reaches
     }
@@ -233,6 +234,14 @@ def _scan(sources: list[_review_cells.Source], notebooks: list, released: dict) 
 
 
 _REEXPORTS: dict[str, str] = {}
+
+
+@functools.lru_cache(maxsize=1)  # once per process: every submission's scan reads it
+def _forbidden_table() -> dict:
+    """What each exercise forbids, read once per version of the package (:mod:`.source_facts`)."""
+    return _facts.cached(
+        "forbidden", _forbidden.forbidden_table, _forbidden.encode_table, _forbidden.decode_table
+    )
 
 
 def _reexports() -> dict[str, str]:
