@@ -155,6 +155,8 @@ def _importing() -> bool:
 
 
 def _audit(event: str, args: tuple) -> None:
+    if event in ("os.fork", "os.forkpty"):
+        _refuse_fork(event)
     if not _STATE["student"] or event not in _AUDIT_EVENTS or len(_STATE["events"]) > 50:
         return
     if _STATE.get("auditing"):
@@ -166,6 +168,26 @@ def _audit(event: str, args: tuple) -> None:
         pass
     finally:
         _STATE["auditing"] = False
+
+
+_MULTIPROCESSING_DIR = os.path.dirname(os.path.realpath(os.__file__)) + os.sep + "multiprocessing"
+
+
+def _refuse_fork(event: str) -> None:
+    """No copy of a graded kernel: it would read and answer the grader's messages too (a fork
+    bomb made grading take up to a minute, or lost the submission). Whoever calls it (a
+    student's cell, or a course cell calling the student's function), except multiprocessing,
+    whose workers run their target and exit without returning to the kernel's loop."""
+    caller = sys._getframe(2)  # _refuse_fork, _audit, then the caller of os.fork
+    name = caller.f_code.co_filename if caller is not None else ""
+    if os.path.dirname(os.path.realpath(name)) == _MULTIPROCESSING_DIR:
+        return
+    if len(_STATE["events"]) <= 50:
+        _STATE["events"].append(_AUDIT_EVENTS[event])
+    raise PermissionError(
+        f"{event} is not allowed while the notebook is graded: a copy of the kernel would "
+        "answer the grader too (multiprocessing's workers still start)"
+    )
 
 
 def _note(event: str, args: tuple) -> None:
