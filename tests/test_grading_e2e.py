@@ -324,7 +324,7 @@ def test_a_hung_process_is_reported_and_the_others_still_graded(tmp_path, monkey
         )
         return events, 0, ""
 
-    monkeypatch.setattr("transformer_lab.grading.autograde.run_driver", fake_driver)
+    monkeypatch.setattr("transformer_lab.grading.lanes.run_driver", fake_driver)
     report = grade(tmp_path, A, GradeOptions(quiet=True, export=False))
     assert calls == [["a", "b", "c"], ["c"]]
     assert (

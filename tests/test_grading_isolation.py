@@ -297,7 +297,7 @@ def test_without_a_writable_cgroup_there_is_no_share_and_no_error(monkeypatch, t
 
 
 def test_only_timeouts_are_regraded_alone():
-    from transformer_lab.grading.autograde import _timed_out
+    from transformer_lab.grading.outcome import timed_out as _timed_out
 
     assert _timed_out({"success": True, "timeouts": 2})
     assert not _timed_out({"success": True, "timeouts": 0})
@@ -307,7 +307,7 @@ def test_only_timeouts_are_regraded_alone():
 
 
 def test_a_forked_kernel_is_named_as_the_reason():
-    from transformer_lab.grading.autograde import classify_failure
+    from transformer_lab.grading.outcome import classify_failure
 
     event = {"success": False, "autograde": {"error": "ValueError: Invalid Signature: b'6264'"}}
     assert "os.fork or a fork bomb" in classify_failure(event)

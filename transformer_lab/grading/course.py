@@ -78,6 +78,20 @@ def assignment_notebooks(folder: Path) -> list[Path]:
     return sorted(p for p in folder.glob("*.ipynb") if not p.name.startswith("."))
 
 
+def count_code_cells(folder: Path) -> int:
+    """Code cells in the assignment's notebooks (0 for a notebook that cannot be read)."""
+    import json
+
+    count = 0
+    for path in assignment_notebooks(folder):
+        try:
+            cells = json.loads(path.read_text(encoding="utf-8")).get("cells", [])
+        except (OSError, ValueError, AttributeError):
+            continue
+        count += sum(1 for c in cells if isinstance(c, dict) and c.get("cell_type") == "code")
+    return count
+
+
 def failure_detail(event: dict | None, stderr: str = "") -> str:
     """The most useful text about a failed nbgrader operation: nbgrader logs the real error and
     then raises a generic "see the above traceback", so its ERROR log lines come first."""
