@@ -20,7 +20,8 @@ Concurrent writers (see :func:`guard_gradebook`, installed in every nbgrader chi
   PostgreSQL advisory lock, so that N shards starting together do not race to create them.
 
 This module is imported by ``_driver`` without importing the package (no torch): keep it to the
-standard library and nbgrader.
+standard library and nbgrader. About 300 lines, kept whole for that reason: the driver loads it
+by path, alone, so the URL rules and the locks that depend on them stay in one file.
 """
 
 from __future__ import annotations
