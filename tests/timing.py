@@ -8,12 +8,21 @@ made (see :class:`CpuClock`). The CPU seconds hardly change when other work shar
 compare runs on a busy machine; divided by the cores, their total is about the shortest the
 suite could take. Under pytest-xdist each worker measures its own tests and the controller adds
 them up.
+
+CPU seconds do change when the host itself runs slower (a virtual machine's neighbours, its
+clock): the same pure-Python loop took 0.42 to 0.71 s of CPU in consecutive runs on this
+project's 2-core machine with nothing else running. :class:`HostSpeed` samples such a loop
+during the run and prints its median under the table, so a run's seconds can be compared with
+another's.
 """
 
 from __future__ import annotations
 
 import os
 import resource
+import statistics
+import threading
+import time
 from collections import defaultdict
 from pathlib import Path
 
@@ -120,10 +129,49 @@ class CpuPerPhase:
 CPU = pytest.StashKey[dict]()
 
 
+class HostSpeed:
+    """CPU milliseconds of one fixed loop, sampled every ``every`` seconds in a thread.
+
+    The loop's CPU time (``time.thread_time``) does not grow when other processes share the
+    cores, only when the host runs this machine slower: its median over a run says how fast the
+    host was. The thread is idle between samples (about 0.5% of one core)."""
+
+    def __init__(self, every: float = 10.0) -> None:
+        self.samples: list[float] = []
+        self._stop = threading.Event()
+        self._every = every
+        self._thread = threading.Thread(target=self._run, name="host-speed", daemon=True)
+        self._thread.start()
+
+    @staticmethod
+    def probe() -> float:
+        started = time.thread_time()
+        total = 0
+        for i in range(1_000_000):
+            total += i
+        return 1e3 * (time.thread_time() - started)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._every if self.samples else 0.0):
+            self.samples.append(self.probe())
+
+    def summary(self) -> str:
+        self._stop.set()
+        if not self.samples:
+            return "host speed: no sample"
+        ms = sorted(self.samples)
+        return (
+            f"host speed: a fixed loop took {statistics.median(ms):.0f} ms of CPU (median of "
+            f"{len(ms)} samples during the run, {ms[0]:.0f}-{ms[-1]:.0f}); the same seconds of "
+            "another run compare after scaling by the two medians"
+        )
+
+
 class FileTimes:
     """Plugin for the controller (or a plain run): sums each file's seconds, prints the table."""
 
     def __init__(self) -> None:
+        self.speed = HostSpeed()
         self.wall: dict[str, float] = defaultdict(float)
         self.cpu: dict[str, float] = defaultdict(float)
         self.tests: dict[str, set[str]] = defaultdict(set)
@@ -152,3 +200,4 @@ class FileTimes:
                 f" {sum(len(self.tests[f]) for f in rest):5d}  {len(rest)} other files"
             )
         write(f"{sum(self.wall.values()):8.1f} {sum(self.cpu.values()):8.1f}  in all")
+        write(self.speed.summary())
