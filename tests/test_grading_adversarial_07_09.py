@@ -30,6 +30,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from shipped_course import copy_course
 
 from transformer_lab import cli
 
@@ -144,9 +145,7 @@ def _answers(path: Path) -> dict[str, str]:
 
 
 def _build(root: Path, assignment: str, variants: dict[str, dict[str, str]]) -> None:
-    shutil.copy(REPO / "nbgrader_config.py", root / "nbgrader_config.py")
-    shutil.copytree(REPO / "solutions" / assignment, root / "solutions" / assignment)
-    assert cli.main(["--root", str(root), "release", assignment]) == 0
+    copy_course(root, assignment)  # the shipped release (tests/shipped_course.py)
     solution = _answers(root / "solutions" / assignment / f"{assignment}.ipynb")
     released = root / "notebooks" / assignment / f"{assignment}.ipynb"
     shutil.copytree(released.parent, root / "submitted" / "untouched" / assignment)

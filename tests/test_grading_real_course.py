@@ -2,8 +2,9 @@
 the untouched student release 0, both graded (not crashed). The time limits are generous (the
 suite shares the machine; a cell stopped at its limit would be a flag, not a failure of the code).
 
-Each assignment is released alone into its own temporary course, so the assignments are dealt
-out to the test workers one by one. Assignments graded in another file with more submissions
+Each assignment is copied alone, as shipped (``tests/shipped_course.py``: ``notebooks/`` is the
+release), into its own temporary course, so the assignments are dealt out to the test workers one
+by one. Assignments graded in another file with more submissions
 (``tests/test_nbNN_grading.py``; notebook 01's adversarial class and 07's and 09's, which hold
 the solution's answers and the untouched release beside their attacks) are graded there, not
 twice; a test below checks that every assignment is graded in one place or the other.
@@ -17,8 +18,8 @@ import time
 from pathlib import Path
 
 import pytest
+from shipped_course import copy_course
 
-from transformer_lab import cli
 from transformer_lab.grading.autograde import GradeOptions, grade
 from transformer_lab.grading.course import list_assignments
 from transformer_lab.grading.report import GRADED
@@ -39,14 +40,9 @@ pytestmark = pytest.mark.slow
 
 
 def _released_course(root: Path, assignment: str) -> Path:
-    """``assignment`` released alone into ``root``, with two submissions: solution, untouched."""
-    shutil.copy(REPO / "nbgrader_config.py", root / "nbgrader_config.py")
-    shutil.copytree(
-        REPO / "solutions" / assignment,
-        root / "solutions" / assignment,
-        ignore=shutil.ignore_patterns(".ipynb_checkpoints"),
-    )
-    assert cli.main(["--root", str(root), "release"]) == 0
+    """``assignment`` alone in ``root`` as shipped (tests/shipped_course.py), with two
+    submissions: solution, untouched."""
+    copy_course(root, assignment)
     for student, source in (("solution", "solutions"), ("untouched", "notebooks")):
         shutil.copytree(root / source / assignment, root / "submitted" / student / assignment)
     return root

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from shipped_course import copy_course
 
-from transformer_lab import cli
 from transformer_lab.grading.autograde import GradeOptions, grade
 from transformer_lab.grading.report import GRADED
 
@@ -23,10 +23,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def course(tmp_path_factory):
-    root = tmp_path_factory.mktemp("nb05_course")
-    shutil.copy(REPO / "nbgrader_config.py", root / "nbgrader_config.py")
-    shutil.copytree(REPO / "solutions" / A, root / "solutions" / A)
-    assert cli.main(["--root", str(root), "release"]) == 0
+    root = copy_course(tmp_path_factory.mktemp("nb05_course"), A)  # tests/shipped_course.py
     for student, source in (("solution", root / "solutions"), ("untouched", root / "notebooks")):
         shutil.copytree(source / A, root / "submitted" / student / A)
     _submit_partial(root, answered=("layer_norm_impl", "count_parameters_impl"))

@@ -13,6 +13,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from shipped_course import copy_course
 
 from transformer_lab import cli
 
@@ -24,11 +25,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory, bwrap):
-    root = tmp_path_factory.mktemp("nb06_course")
-    shutil.copy(REPO / "nbgrader_config.py", root / "nbgrader_config.py")
-    (root / "solutions").mkdir()
-    shutil.copytree(REPO / "solutions" / A, root / "solutions" / A)
-    assert cli.main(["--root", str(root), "release"]) == 0
+    root = copy_course(tmp_path_factory.mktemp("nb06_course"), A)  # tests/shipped_course.py
     for student, source in (("solution", root / "solutions"), ("untouched", root / "notebooks")):
         shutil.copytree(source / A, root / "submitted" / student / A)
     code = cli.main(

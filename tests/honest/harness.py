@@ -36,6 +36,8 @@ if __package__ in (None, ""):  # run as a script: make ``honest`` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     __package__ = "honest"
 
+from shipped_course import copy_course  # noqa: E402  (tests/ is on the path)
+
 from . import NOTEBOOKS, Alternative, alternatives  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
@@ -195,17 +197,7 @@ def submission_notebook(notebook: str, root: Path, chosen: dict[str, Alternative
 
 def build_course(notebook: str, root: Path, students: dict[str, dict[str, Alternative]]) -> None:
     """A course in ``root`` with ``notebook`` released and one submission per student."""
-    from transformer_lab import cli
-
-    root.mkdir(parents=True, exist_ok=True)
-    shutil.copy(REPO / "nbgrader_config.py", root / "nbgrader_config.py")
-    shutil.copytree(
-        REPO / "solutions" / notebook,
-        root / "solutions" / notebook,
-        ignore=shutil.ignore_patterns(".ipynb_checkpoints"),
-    )
-    with contextlib.redirect_stdout(io.StringIO()):
-        assert cli.main(["--root", str(root), "release", notebook]) == 0
+    copy_course(root, notebook)  # the shipped release (tests/shipped_course.py)
     for student, chosen in students.items():
         folder = root / "submitted" / student / notebook
         folder.mkdir(parents=True)
