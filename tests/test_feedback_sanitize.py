@@ -123,9 +123,7 @@ def _solution(root: Path, grade_id: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def feedback_page(tmp_path_factory, server) -> Path:
-    if shutil.which("bwrap") is None:
-        pytest.skip("bubblewrap is not installed")
+def feedback_page(tmp_path_factory, server, bwrap) -> Path:
     root = tmp_path_factory.mktemp("course")
     shutil.copy(REPO / "nbgrader_config.py", root / "nbgrader_config.py")
     shutil.copytree(FIXTURE / "solutions", root / "solutions")
@@ -192,7 +190,7 @@ def test_the_checker_sees_active_parts():
     assert len(_active_parts(dirty)) == 4
 
 
-@pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is not installed")
+@pytest.mark.needs_chromium
 @pytest.mark.parametrize("csp", [True, False], ids=["as-written", "without-csp"])
 def test_no_payload_runs_in_chromium(feedback_page, server, tmp_path, csp):
     from playwright.sync_api import sync_playwright

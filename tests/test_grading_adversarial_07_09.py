@@ -36,7 +36,7 @@ from transformer_lab import cli
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed"),
+    pytest.mark.needs_bwrap,
 ]
 REPO = Path(__file__).resolve().parents[1]
 

@@ -20,7 +20,6 @@ them by behaviour, delete their entries.
 from __future__ import annotations
 
 import os
-import shutil
 
 import pytest
 from honest import NOTEBOOKS, alternatives, harness
@@ -120,10 +119,8 @@ def _graded_here(notebook: str) -> list:
 
 
 @pytest.fixture(scope="module")
-def graded(tmp_path_factory):
+def graded(tmp_path_factory, bwrap):
     """``graded(notebook)`` -> {student: harness.Graded}; each notebook is graded once."""
-    if shutil.which("bwrap") is None:
-        pytest.skip("bubblewrap is not installed")
     cache: dict[str, dict] = {}
 
     def grade(notebook: str) -> dict:

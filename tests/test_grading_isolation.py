@@ -392,9 +392,7 @@ def _submit(root: Path, student: str, answers: dict[str, str], extra: str = "") 
 
 
 @pytest.fixture(scope="module")
-def graded(tmp_path_factory):
-    if shutil.which("bwrap") is None:
-        pytest.skip("bubblewrap is not installed")
+def graded(tmp_path_factory, bwrap):
     from transformer_lab.grading.autograde import GradeOptions, grade
 
     base = tmp_path_factory.mktemp("isolation")
