@@ -44,7 +44,9 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	@# Another build installed before (e.g. TORCH=cuda, now cpu): replace it.
 	@if ls $(VENV)/.installed-* 2>/dev/null | grep -qv -e '-dev$$' -e '-$(TORCH_BUILD)$$'; then \
 	    $(BIN)/python -m pip uninstall -y -q torch; fi
-	$(BIN)/python -m pip install "$(TORCH_REQ)" $(TORCH_FROM)
+	@# One retry for PyTorch's index: where it is unreachable (a network that lets only PyPI
+	@# through) pip's default five cost about 8 s for every package torch depends on.
+	$(BIN)/python -m pip install "$(TORCH_REQ)" $(TORCH_FROM) $(if $(TORCH_FROM),--retries 1)
 	$(BIN)/python -m pip install -e ".[pretrained]"
 	rm -f $(VENV)/.installed-*
 	touch $@
