@@ -128,14 +128,14 @@ def make_class(root: Path, notebook: str, students: int, probes: int = 2) -> dic
 
 
 def make_hanging(
-    root: Path, notebook: str, function: bool = True, like: Path | None = None
+    root: Path, notebook: str, function: bool = True, full: bool = True, like: Path | None = None
 ) -> None:
-    """``full``; ``loop_cell``: full, plus ``while True: pass`` at the top of the first answer;
-    ``loop_function`` (unless ``function`` is False, then no ``full`` either): the first
+    """``full`` (unless ``full`` is False); ``loop_cell``: full, plus ``while True: pass`` at the
+    top of the first answer; ``loop_function`` (unless ``function`` is False): the first
     exercise's function never returns."""
     answers, released = _course(root, notebook, like)
     first = next(iter(answers))
-    if function:
+    if full:
         _submit(root, notebook, "full", _filled(released, answers))
     loop = dict(answers)
     loop[first] = "while True:\n    pass\n\n" + answers[first]
@@ -306,7 +306,11 @@ def main() -> None:
             # --quick: the loop in a cell only (the function that never returns costs a minute),
             # beside the full submissions of the run above
             make_hanging(
-                hang_root, args.notebook, function=not args.quick, like=courses[args.jobs[-1]]
+                hang_root,
+                args.notebook,
+                function=not args.quick,
+                full=not args.quick,
+                like=courses[args.jobs[-1]],
             )
             hang = grade_class(hang_root, args.notebook, 1, **hang_limits)
             print(f"load average after the hanging submissions: {load_average()}")

@@ -49,7 +49,7 @@ from transformer_lab.grading.outcome import (
 )
 from transformer_lab.grading.parallel import run_lanes, save_merged, select_shard
 from transformer_lab.grading.release import compare_trees
-from transformer_lab.grading.report import GRADED, NEEDS_REVIEW, GradingReport
+from transformer_lab.grading.report import NEEDS_REVIEW, GradingReport
 from transformer_lab.threads import usable_cpus
 
 __all__ = ["GradeOptions", "grade", "classify_failure"]
@@ -114,12 +114,10 @@ def grade(root: Path, assignment: str, options: GradeOptions | None = None) -> G
     prints: dict[str, str] = {}
     for sid in all_students:
         prints[sid] = fingerprint(submitted_root / sid / assignment)
-        previous = report.students.get(sid)
         if (
             options.force
-            or previous is None
-            or previous.status not in (GRADED, NEEDS_REVIEW)
-            or previous.fingerprint != prints[sid]
+            or not was_graded(report, sid)
+            or report.students[sid].fingerprint != prints[sid]
             or sid not in in_gradebook
         ):
             todo.append(sid)
