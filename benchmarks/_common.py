@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import atexit
+import gc
 import os
 import platform
 import sys
@@ -17,6 +19,11 @@ CHECKPOINT_DIR = REPO / "transformer_lab" / "checkpoints"
 
 if str(REPO) not in sys.path:  # run from anywhere without installing the package
     sys.path.insert(0, str(REPO))
+
+# Every script and the processes it starts (torchrun workers, measurements) import this module.
+# At their exit, spare interpreter shutdown its walk over the heap (torch, the models) with the
+# cyclic collector: about half a second of CPU per process, for memory the OS takes back anyway.
+atexit.register(gc.freeze)
 
 
 def cpu_model() -> str:

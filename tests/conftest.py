@@ -18,6 +18,7 @@ torch a share of the cores (two workers with two threads each on two cores fight
 Every run ends with the seconds each test file took (``tests/timing.py``).
 """
 
+import gc
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -161,3 +162,11 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config):
+    """The run is over: spare this process the collector's last walk over its heap (torch,
+    transformers, every model the tests built) at interpreter shutdown. Measured on two workers:
+    3.5 s of CPU and 2 s of wall time per run."""
+    gc.freeze()
