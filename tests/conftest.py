@@ -20,6 +20,7 @@ Every run ends with the seconds each test file took (``tests/timing.py``).
 
 import gc
 import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -29,6 +30,11 @@ from components import COMPONENTS, report_lines
 from parallel import make_scheduler, order_key
 from timing import CpuPerPhase, FileTimes
 from torch import nn
+
+# As `tlab` does (transformer_lab/cli.py): jsonschema compiles the optional IRI grammars of
+# rfc3987_syntax when a test module first imports nbformat, seconds of every test process's
+# collection (8.6 -> 4 s measured); nothing here validates IRIs.
+sys.modules.setdefault("rfc3987_syntax", None)
 
 
 def pytest_configure(config):
@@ -162,6 +168,21 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item, nextitem):
+    """After each test file (its fixtures torn down): collect, then freeze what is still alive.
+
+    A test process holds torch, transformers and the package for the whole run, and the
+    collector's full passes walked all of it again and again: 13.4 s of 90 s in six in-process
+    files, measured with gc.callbacks. Frozen objects are skipped by later passes (6.6 s,
+    the run 90 -> 83 s); what is frozen is alive at the end of a file, so little is kept that
+    would have been freed.
+    """
+    if nextitem is None or nextitem.path != item.path:
+        gc.collect()
+        gc.freeze()
 
 
 @pytest.hookimpl(trylast=True)

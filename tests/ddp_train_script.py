@@ -10,6 +10,7 @@ work of K). Process 0 writes the losses, learning rates and final weights to OUT
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 
 import torch
@@ -82,3 +83,4 @@ if __name__ == "__main__":
     main()
     if torch.distributed.is_initialized():
         torch.distributed.destroy_process_group()
+    gc.freeze()  # no collector's walk over torch's heap at exit: ~0.4 s of CPU per process

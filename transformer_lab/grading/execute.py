@@ -63,6 +63,9 @@ try:
     from transformer_lab.checks.engine import serve as _tlab_serve  # the grader's requests
     _tlab_guards.arm()
     del _tlab_guards, _tlab_serve
+    # The package and PyTorch stay loaded: the collector's full passes while the notebook runs
+    # need not walk them again (0.15-0.4 s less per notebook, measured on 01, 06 and 07).
+    __import__("gc").freeze()
 except Exception:
     pass
 """
