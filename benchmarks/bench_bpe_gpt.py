@@ -6,7 +6,7 @@ characters (65 symbols, context 64), one on byte-level BPE tokens (256 + 512 mer
 the same training text with ``transformer_lab.bpe``, context 32 tokens, about as many characters).
 A loss per token does not compare across tokenizers, so both are measured as the total
 cross-entropy on the first ``--eval-chars`` held-out characters divided by the number of
-characters it covers (nats per character): ``transformer_lab.tokens_compare``, which notebook 07's
+characters it covers (nats per character): ``transformer_lab.lessons.tokens_compare``, which notebook 07's
 "Characters or subwords?" cell also uses. With ``--threads 1`` and the default seed this is that
 cell's full run (``FULL_COMPARISON = True``), number for number.
 
@@ -25,7 +25,7 @@ from collections import Counter
 from _common import base_parser, finish, setup, timer, verdict
 
 from transformer_lab.data import load_shakespeare
-from transformer_lab.tokens_compare import (
+from transformer_lab.lessons.tokens_compare import (
     EncodedText,
     encode_bpe,
     encode_characters,

@@ -21,7 +21,7 @@ MODULES = [
     "transformer_lab.train",
     "transformer_lab.checkpoints",
     "transformer_lab.bpe",
-    "transformer_lab.baselines",
+    "transformer_lab.lessons.baselines",
 ]
 
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch import nn
 
-from transformer_lab.baselines import (
+from transformer_lab.lessons.baselines import (
     AttentionClassifier,
     ConvClassifier,
     RecurrentClassifier,

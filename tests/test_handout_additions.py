@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from transformer_lab.span import distance_from_span
+from transformer_lab.lessons.span import distance_from_span
 
 
 def test_rows_built_from_the_basis_are_in_its_span():
@@ -42,7 +42,7 @@ def test_bad_inputs_name_what_was_expected():
 
 
 # --- positions beyond the training length (notebook 03) ------------------------------------
-from transformer_lab.extrapolation import (  # noqa: E402
+from transformer_lab.lessons.extrapolation import (  # noqa: E402
     PreviousTokenModel,
     accuracy_by_position,
     train_previous_token,
@@ -90,7 +90,7 @@ def test_previous_token_inputs_are_checked():
 
 
 # --- in-context learning in miniature (notebook 07) ----------------------------------------
-from transformer_lab.induction import (  # noqa: E402
+from transformer_lab.lessons.induction import (  # noqa: E402
     AttentionOnlyModel,
     induction_score,
     repeat_losses,
@@ -141,7 +141,7 @@ def test_training_makes_the_second_copy_predictable():
 
 # --- read-outs: tagging and the last token (notebook 06) -----------------------------------
 from transformer_lab.models import BertConfig  # noqa: E402
-from transformer_lab.readouts import (  # noqa: E402
+from transformer_lab.lessons.readouts import (  # noqa: E402
     ReadoutClassifier,
     TokenTagger,
     last_token_states,
@@ -201,7 +201,7 @@ def test_readout_models_read_where_they_say():
 
 
 # --- batching by length (notebook 05) ------------------------------------------------------
-from transformer_lab.length_batching import (  # noqa: E402
+from transformer_lab.lessons.length_batching import (  # noqa: E402
     batches_by_length,
     padding_tokens,
     random_batches,

@@ -1,5 +1,5 @@
 """Loss per character, the measure that compares language models across tokenizers (notebook 07,
-benchmarks/bench_bpe_gpt.py): transformer_lab.tokens_compare."""
+benchmarks/bench_bpe_gpt.py): transformer_lab.lessons.tokens_compare."""
 
 import math
 
@@ -11,7 +11,7 @@ from torch import nn
 from transformer_lab import bpe
 from transformer_lab.data import load_shakespeare, shakespeare
 from transformer_lab.models import GPT, GPTConfig
-from transformer_lab.tokens_compare import (
+from transformer_lab.lessons.tokens_compare import (
     chars_per_token,
     encode_bpe,
     encode_characters,

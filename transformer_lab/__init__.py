@@ -8,13 +8,17 @@ The file tree reads like the course:
     masks       causal and padding masks (True = may attend)
     blocks      layer norm, feed-forward, the one Block (pre- or post-norm, optional cross-attention)
     models      GPT, BERT, ViT and an encoder-decoder
-    data, train, widgets, checks   course support
+    tiled, gqa, interpret, bert_inputs, bpe   the rest of the core (notebooks 00, 06, 08, 09)
+
+    data, train, threads, pretrained, checkpoints, widgets, checks, grading   course support
+    lessons     helpers that serve one notebook's demonstrations each
 
 Dimension letters: B batch, T query length, S key length, H heads, D head size,
 C model width, V vocabulary, N patches.
 """
 
 from transformer_lab._mode import grading_mode
+from transformer_lab._renames import install_module_aliases
 from transformer_lab.attention import SelfAttention, scaled_dot_product_attention, softmax
 from transformer_lab.blocks import Block, BlockWeights, FeedForward, LayerNorm, layer_norm
 from transformer_lab.heads import KVCache, MultiHeadAttention, merge_heads, split_heads
@@ -34,6 +38,8 @@ from transformer_lab.positional import (
     sinusoidal_encoding_2d,
     sinusoidal_shift_matrix,
 )
+
+install_module_aliases()
 
 __version__ = "0.1.0"
 

@@ -1,19 +1,36 @@
-"""Names used before the vocabulary was frozen, and how checkpoints written with them load.
+"""Names used before the vocabulary was frozen, how checkpoints written with them load, and
+modules that moved.
 
 Checkpoints saved before the one-``Block`` rename (CHANGELOG, 0.1.0) store config fields
 ``n_layer``/``n_head``/``block_size`` and block weights under ``norm1``/``norm2``/``norm3`` and
 ``ffn``. :func:`upgrade_checkpoint` rewrites both to today's names, so old files keep loading.
+
+Modules that moved (:data:`MOVED_MODULES`) still import under their old names, with a
+DeprecationWarning: :func:`install_module_aliases` puts a finder on ``sys.meta_path`` that hands
+out the module at its new place, so old and new name are one module object.
 """
 
 from __future__ import annotations
 
+import importlib
+import importlib.abc
+import importlib.util
 import re
+import sys
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
 from torch import Tensor
 
-__all__ = ["CONFIG_RENAMES", "upgrade_config", "upgrade_state_dict", "upgrade_checkpoint"]
+__all__ = [
+    "CONFIG_RENAMES",
+    "MOVED_MODULES",
+    "install_module_aliases",
+    "upgrade_config",
+    "upgrade_state_dict",
+    "upgrade_checkpoint",
+]
 
 CONFIG_RENAMES = {"n_layer": "n_layers", "n_head": "n_heads", "block_size": "max_len"}
 """Old config field -> new config field."""
@@ -63,3 +80,50 @@ def upgrade_checkpoint(ckpt: dict[str, Any]) -> dict[str, Any]:
     if isinstance(ckpt.get("config"), Mapping):
         ckpt["config"] = upgrade_config(ckpt["config"])
     return ckpt
+
+
+MOVED_MODULES = {
+    f"transformer_lab.{name}": f"transformer_lab.lessons.{name}"
+    for name in (
+        "baselines",
+        "extrapolation",
+        "induction",
+        "length_batching",
+        "readouts",
+        "span",
+        "tokens_compare",
+    )
+}
+"""Old module name -> its place now (CHANGELOG.md, 0.2.0: the lesson helpers)."""
+
+
+class _AliasLoader(importlib.abc.Loader):
+    def __init__(self, new: str) -> None:
+        self.new = new
+
+    def create_module(self, spec):  # noqa: ANN001 - importlib's protocol
+        return importlib.import_module(self.new)
+
+    def exec_module(self, module) -> None:  # noqa: ANN001 - already executed under its new name
+        pass
+
+
+class _MovedModuleFinder(importlib.abc.MetaPathFinder):
+    """Finds an old module name and hands out the module at its new place."""
+
+    def find_spec(self, fullname, path=None, target=None):  # noqa: ANN001
+        new = MOVED_MODULES.get(fullname)
+        if new is None:
+            return None
+        warnings.warn(
+            f"{fullname} moved to {new}; import it from there (the old name will be removed)",
+            DeprecationWarning,
+            stacklevel=3,
+        )
+        return importlib.util.spec_from_loader(fullname, _AliasLoader(new))
+
+
+def install_module_aliases() -> None:
+    """Let the old names in :data:`MOVED_MODULES` import (once; ``import transformer_lab`` does it)."""
+    if not any(isinstance(f, _MovedModuleFinder) for f in sys.meta_path):
+        sys.meta_path.append(_MovedModuleFinder())
