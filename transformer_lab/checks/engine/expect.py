@@ -1,5 +1,8 @@
 """What a check expects of a returned value: a tuple of the right arity and order, a tensor of
-the right shape, dtype and device; comparisons and plain descriptions of differences.
+the right shape, dtype and device; comparisons and plain descriptions of differences. And what it
+expects of the inputs afterwards: unchanged (:func:`snapshot`, :func:`input_change`: values, a
+dict's items, a tensor's requires_grad flag) and not handed back as the result
+(:func:`returned_input`).
 
 A mixin of :class:`~transformer_lab.checks.engine.core.Runner` (it uses ``self.fail``).
 """
@@ -25,13 +28,96 @@ def _clone(value: Any) -> Any:
         return tuple(_clone(v) for v in value)
     if isinstance(value, list):
         return [_clone(v) for v in value]
+    if type(value) is dict:
+        return {k: _clone(v) for k, v in value.items()}
     return value
+
+
+class _Frozen:
+    """A tensor input as it was before the call: its values and its requires_grad flag."""
+
+    def __init__(self, tensor: Tensor) -> None:
+        self.data = tensor.detach().clone()
+        self.requires_grad = tensor.requires_grad
+
+
+def snapshot(value: Any) -> Any:
+    """A deep copy of an input, to tell after the call whether the function changed it."""
+    if TRUSTED.is_tensor(value):
+        return _Frozen(value)
+    if isinstance(value, (list, tuple)):
+        return type(value)(snapshot(v) for v in value) if type(value) in (list, tuple) else value
+    if type(value) is dict:
+        return {k: snapshot(v) for k, v in value.items()}
+    return value
+
+
+def _change(now: Any, then: Any) -> str | None:
+    """'requires_grad' or 'values' when ``now`` differs from its snapshot ``then``, else None."""
+    if isinstance(then, _Frozen):
+        if not TRUSTED.is_tensor(now):
+            return "values"
+        if now.requires_grad != then.requires_grad:
+            return "requires_grad"
+        same = now.shape == then.data.shape and now.dtype == then.data.dtype
+        return None if same and TRUSTED.equal(now.detach(), then.data) else "values"
+    if type(then) in (list, tuple):
+        if type(now) is not type(then) or len(now) != len(then):
+            return "values"
+        return next((c for c in map(_change, now, then) if c), None)
+    if type(then) is dict:
+        if type(now) is not dict or list(now) != list(then):
+            return "values"
+        return next((c for k in then if (c := _change(now[k], then[k]))), None)
+    if now is then or type(then) not in (int, float, str, bytes, bool):
+        return None  # other objects are not copied by snapshot(): nothing to compare
+    return None if type(now) is type(then) and now == then else "values"
+
+
+def input_change(names: Sequence[str], args: Sequence[Any], before: Sequence[Any]) -> str | None:
+    """The message for the first input the call changed in place, or None; ``before`` is
+    :func:`snapshot` of ``args`` taken before the call."""
+    for name, now, then in zip(names, args, before):
+        change = _change(now, then)
+        if change == "requires_grad":
+            return (
+                f"your function switched on requires_grad of its input `{name}` "
+                f"(`{name}.requires_grad_()`), which changes the caller's tensor: leave the flag "
+                f"as it is; the gradient reaches `{name}` through your operations whenever the "
+                f"caller asks for it."
+            )
+        if change and type(then) is dict:
+            return (
+                f"your function changed its input `{name}` in place (a dict: `{name}[key] = ...`, "
+                f"`{name}.pop(...)`, `del {name}[key]` or a change to one of its values); read "
+                f"it and put your results in a new dict, so the caller's `{name}` stays intact."
+            )
+        if change:
+            return (
+                f"your function changed its input `{name}` in place (e.g. `{name}[i] = ...`, "
+                f"`{name}.append(...)`, `del {name}[i]` or `x -= ...`); work on a new list or "
+                f"tensor, so the caller's `{name}` stays intact."
+            )
+    return None
+
+
+def returned_input(out: Any, names: Sequence[str], args: Sequence[Any]) -> str | None:
+    """The message when ``out`` is one of the (mutable) inputs itself, else None."""
+    for name, arg in zip(names, args):
+        if out is arg and isinstance(arg, (list, dict)):
+            return (
+                f"your function returned its input `{name}` itself (the very same "
+                f"{type(arg).__name__}, e.g. `return {name}` when nothing changes): return a new "
+                f"{type(arg).__name__} ({type(arg).__name__}({name}) at least), so that changing "
+                f"the result cannot change the caller's `{name}`."
+            )
+    return None
 
 
 if TYPE_CHECKING:
     from transformer_lab.checks.engine.core import Case
 
-__all__ = ["ExpectMixin"]
+__all__ = ["ExpectMixin", "snapshot", "input_change", "returned_input"]
 
 
 class ExpectMixin:

@@ -4,6 +4,7 @@ CheckFailed      the AssertionError a check raises (IPython shows the student's 
 kind_of(x)       'a numpy array of shape (3, 4)', 'a tuple of length 2', 'a float'
 describe_args    'q (2, 5, 4), mask (5, 5)' for a case's inputs
 signature_hint   'keep the signature `softmax(x, dim=-1)`' when a TypeError means it was changed
+stub_left        what to do when the student's function still raises NotImplementedError
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ __all__ = [
     "describe_args",
     "generator",
     "common_error_hint",
+    "stub_left",
 ]
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -138,3 +140,13 @@ def signature_hint(exc: BaseException, expected: str) -> str:
     if isinstance(exc, TypeError) and ("argument" in text or "positional" in text):
         return f"keep the signature `{expected}`"
     return ""
+
+
+def stub_left(function: str = "") -> str:
+    """The message for a function that still raises NotImplementedError (the student's notebook
+    shows ``# YOUR CODE HERE`` and ``raise NotImplementedError()`` where the answer goes)."""
+    where = f"the cell that defines `{function}`" if function else "your function's cell"
+    return (
+        f"not implemented yet: in {where}, replace the lines `# YOUR CODE HERE` and "
+        f"`raise NotImplementedError()` with your code, run that cell, then run this one again."
+    )

@@ -15,12 +15,20 @@ from typing import Any
 
 from transformer_lab import bpe as _bpe
 from transformer_lab import bpe as _ref
-from transformer_lab.checks.engine.core import Case, Runner, generator, kind_of
+from transformer_lab.checks.engine.core import Case, generator, kind_of
 from transformer_lab.checks.engine.forbid import Forbidden
 from transformer_lab.checks.engine.messages import signature_hint as _signature_hint
+from transformer_lab.checks.nb00_tokens_and_embeddings.runner import WatchedRunner
 from transformer_lab.checks.registry import Cell, Exercise, register
 
-__all__ = ["check_count_pairs", "random_words", "is_int_list"]
+__all__ = [
+    "check_count_pairs",
+    "random_words",
+    "is_int_list",
+    "first_only_merge",
+    "string_merge",
+    "STRING_MERGE",
+]
 
 
 _COUNT_PAIRS = _ref.count_pairs
@@ -44,6 +52,37 @@ def random_words(g, n_words: int, longest: int = 6) -> list[str]:
 
 def is_int_list(value: Any) -> bool:
     return type(value) is list and all(type(v) is int for v in value)
+
+
+# Two ways of merging a pair that students write and that the later exercises inherit.
+def first_only_merge(ids: list, pair: tuple, new_id: int) -> list:
+    """merge_pair that replaces the first occurrence only."""
+    for i in range(len(ids) - 1):
+        if (ids[i], ids[i + 1]) == tuple(pair):
+            return list(ids[:i]) + [new_id] + list(ids[i + 2 :])
+    return list(ids)
+
+
+def string_merge(ids: list, pair: tuple, new_id: int, padded: bool = False) -> list | None:
+    """merge_pair done by replacing text in the ids joined with spaces: '1 2' also matches
+    inside '11 2' (padded: ' 1 2 ' misses a second occurrence right after the first)."""
+    a, b = pair
+    text = " ".join(map(str, ids))
+    if padded:
+        text = f" {text} ".replace(f" {a} {b} ", f" {new_id} ")
+    else:
+        text = text.replace(f"{a} {b}", str(new_id))
+    try:
+        return [int(t) for t in text.split()]
+    except ValueError:
+        return None
+
+
+STRING_MERGE = (
+    "you merge by replacing text in the ids joined as a string: '1 2' also matches inside "
+    "'11 2' or '1 22', and ' 1 2 ' misses a second (1, 2) right after the first; compare the "
+    "ids themselves, pair by pair, in the list"
+)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -142,6 +181,10 @@ def _count_cases(hidden: bool) -> list[Case]:
         ("overlapping pairs", {tuple(b"aaa"): 1, tuple(b"aaaa"): 1}),
         ("word counts", {tuple(b"low"): 5, tuple(b"lower"): 2, tuple(b"newest"): 6}),
         ("merged ids", {(256, 101, 256, 101): 3, (256, 101, 114): 1, (101, 256): 2}),
+        # the graded cell's examples
+        ("three tokens", {(1, 2, 3): 1}),
+        ("'aaa' twice", {(97, 97, 97): 2}),
+        ("a pair in two words", {(1, 2): 2, (2, 1, 2): 1}),
     ]
     text = " ".join(random_words(g, 40))
     specs.append(("words of a random text", _ref.word_counts(text)))
@@ -155,15 +198,31 @@ def _short(value: Any, limit: int = 150) -> str:
     return text if len(text) <= limit else text[:limit] + " ...}"
 
 
+def _count_error_hint(exc: BaseException, case: Case) -> str:
+    text = str(exc)
+    if isinstance(exc, KeyError):
+        return (
+            "a pair seen for the first time has no count yet: start it at 0, "
+            "counts[pair] = counts.get(pair, 0) + n"
+        )
+    if isinstance(exc, (TypeError, ValueError)) and ("unpack" in text or "iterable" in text):
+        return (
+            "words is a dict {word: count}: loop over words.items() to get each word (a tuple "
+            "of ids) with its count"
+        )
+    return _signature_hint(exc, "count_pairs(words)")
+
+
 def check_count_pairs(count_pairs, hidden: bool = False) -> None:
     """Check ``count_pairs(words) -> {(left, right): count}`` against the reference."""
     __tracebackhide__ = True
-    run = Runner(
+    run = WatchedRunner(
         "check_count_pairs",
         count_pairs,
         [Forbidden("transformer_lab.bpe.count_pairs", function=_COUNT_PAIRS)],
         hidden,
-        lambda e, c: _signature_hint(e, "count_pairs(words)"),
+        _count_error_hint,
+        function="count_pairs",
     )
     for case in _count_cases(hidden):
         words = case.args[0]

@@ -15,10 +15,17 @@ from collections.abc import Callable
 
 from transformer_lab import bpe as _bpe
 from transformer_lab import bpe as _ref
-from transformer_lab.checks.engine.core import Case, Runner, generator, kind_of
+from transformer_lab.checks.engine.core import Case, generator, kind_of
 from transformer_lab.checks.engine.forbid import Forbidden
 from transformer_lab.checks.engine.messages import signature_hint as _signature_hint
-from transformer_lab.checks.nb00_tokens_and_embeddings.bpe import is_int_list, random_words
+from transformer_lab.checks.nb00_tokens_and_embeddings.bpe import (
+    STRING_MERGE,
+    first_only_merge,
+    is_int_list,
+    random_words,
+    string_merge,
+)
+from transformer_lab.checks.nb00_tokens_and_embeddings.runner import WatchedRunner
 from transformer_lab.checks.registry import Cell, Exercise, register
 
 __all__ = ["check_bpe_encode", "check_bpe_decode"]
@@ -30,9 +37,9 @@ _MERGE = _ref.merge_pair
 _TRAIN = _ref.train_merges
 
 
-def _apply_in_order(ids: list, merges: list, order) -> list:
+def _apply_in_order(ids: list, merges: list, order, merge=_MERGE) -> list:
     for i in order:
-        ids = _MERGE(ids, merges[i], 256 + i)
+        ids = merge(ids, merges[i], 256 + i)
     return ids
 
 
@@ -40,8 +47,10 @@ def _encode_variants(text: str, merges: list) -> list[tuple[str, Callable[[], li
     n = len(merges)
     words = _ref.split_words(text)
 
-    def per_word(units, order) -> list:
-        return [t for w in units for t in _apply_in_order(list(w.encode("utf-8")), merges, order)]
+    def per_word(units, order, merge=_MERGE) -> list:
+        return [
+            t for w in units for t in _apply_in_order(list(w.encode("utf-8")), merges, order, merge)
+        ]
 
     def code_points() -> list:
         return [t for w in words for t in _apply_in_order([ord(c) for c in w], merges, range(n))]
@@ -97,6 +106,16 @@ def _encode_variants(text: str, merges: list) -> list[tuple[str, Callable[[], li
             "(ids 0..255), so nothing is unknown; encode them as bytes",
             chars_dropped,
         ),
+        (
+            "each merge replaces only the first occurrence of its pair in a word: every "
+            "occurrence becomes the new token (your merge_pair must replace them all)",
+            lambda: per_word(words, range(n), first_only_merge),
+        ),
+        (STRING_MERGE, lambda: per_word(words, range(n), string_merge)),
+        (
+            STRING_MERGE,
+            lambda: per_word(words, range(n), lambda *a: string_merge(*a, padded=True)),
+        ),
     ]
 
 
@@ -110,6 +129,15 @@ def _encode_cases(hidden: bool) -> list[Case]:
     g = generator(7600 if hidden else 600)
     merges = _TRAIN(_training_text(), 40)
     specs = [
+        # the graded cell's examples
+        ("bytes alone", "hi", []),
+        ("a word with its space", "hi hi", [(104, 105)]),
+        ("a character of two bytes", "é", []),
+        ("a merge of merges", "ab", [(97, 98), (256, 256)]),
+        ("a merge that would cross words", "e c", [(101, 32)]),
+        # a pair twice in one word; byte 132 ('Ą' is 196 132) holds '32 97' in '132 97'
+        ("a pair twice in a word", "abab xabab abab", [(97, 98)]),
+        ("bytes 132 and 32", "Ąa a", [(32, 97)]),
         (
             "a seen sentence",
             "First Citizen:\nBefore we proceed any further, hear me speak.",
@@ -122,24 +150,47 @@ def _encode_cases(hidden: bool) -> list[Case]:
         ("merges that would cross words", "the cat ate", [(101, 32), (32, 99), (256, 99)]),
     ]
     specs.append(("a random text", " ".join(random_words(g, 30)), merges))
+    other = _TRAIN(" ".join(random_words(g, 200)), 30)
+    specs.append(("random merges", " ".join(random_words(g, 40)), other))
     if hidden:
         other = _TRAIN(" ".join(random_words(g, 200)), 30)
-        specs.append(("random merges", " ".join(random_words(g, 40)), other))
+        specs.append(("more random merges", " ".join(random_words(g, 40)), other))
     return [
         Case(name, (text, [tuple(p) for p in m]), {}, f"text={text[:50]!r}, {len(m)} merges")
         for name, text, m in specs
     ]
 
 
+def _encode_error_hint(exc: BaseException, case: Case) -> str:
+    text = str(exc)
+    if isinstance(exc, KeyError) or (isinstance(exc, ValueError) and "not in list" in text):
+        return (
+            "look a pair up only when it is one of the merges (`if pair in rank`): most "
+            "adjacent pairs of a word were never learned"
+        )
+    if isinstance(exc, ValueError) and ("empty" in text or "arg is an empty" in text):
+        return (
+            "a word can have no pair left (one token) or no learned pair: stop merging that "
+            "word when nothing is left to merge"
+        )
+    if isinstance(exc, IndexError):
+        return (
+            "a word of one token has no pair: look at ids[i + 1] only while i + 1 < len(ids); "
+            "with no merges, the ids are the bytes"
+        )
+    return _signature_hint(exc, "encode(text, merges)")
+
+
 def check_bpe_encode(encode, hidden: bool = False) -> None:
     """Check ``encode(text, merges) -> list of ids`` against the reference."""
     __tracebackhide__ = True
-    run = Runner(
+    run = WatchedRunner(
         "check_bpe_encode",
         encode,
         [Forbidden("transformer_lab.bpe.encode", function=_ENCODE)],
         hidden,
-        lambda e, c: _signature_hint(e, "encode(text, merges)"),
+        _encode_error_hint,
+        function="encode",
     )
     for case in _encode_cases(hidden):
         text, merges = case.args
@@ -152,7 +203,10 @@ def check_bpe_encode(encode, hidden: bool = False) -> None:
         if got == want:
             continue
         for message, variant in _encode_variants(text, merges):
-            candidate = variant()
+            try:
+                candidate = variant()
+            except Exception:  # this mistake would crash on this input: not the student's
+                continue
             if candidate == got and candidate != want:
                 run.fail(message + ".", case)
         top = 255 + len(merges)
@@ -169,9 +223,12 @@ def check_bpe_encode(encode, hidden: bool = False) -> None:
                 f"of every word must be kept.",
                 case,
             )
+        k = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
+        start = max(k - 3, 0)
         run.fail(
-            f"your ids decode back to the text, but they are {got[:12]}..., and the merges give "
-            f"{want[:12]}...: apply every learned merge, in order, inside each word.",
+            f"your ids decode back to the text, but they first differ at position {k}: from "
+            f"position {start} yours are {got[start : k + 6]}, the merges give "
+            f"{want[start : k + 6]}; apply every learned merge, in order, inside each word.",
             case,
             named=False,
         )
@@ -227,6 +284,10 @@ def _decode_cases(hidden: bool) -> list[Case]:
     ]
     specs = [(name, _ENCODE(text, merges), merges) for name, text in texts]
     specs.append(("half a character", [ord("a"), 0xC3], []))  # cut inside 'é' (C3 A9)
+    # the graded cell's examples
+    specs.append(("two bytes", [104, 105], []))
+    specs.append(("a merge and a space", [256, 32, 256], [(104, 105)]))
+    specs.append(("a character of two bytes", [195, 169], []))
     specs.append(("a character over two tokens", list("é".encode()) + [32, 97], []))
     if hidden:
         specs.append(("random ids", _ENCODE(" ".join(random_words(g, 50)), merges), merges))
@@ -242,6 +303,12 @@ def _decode_error_hint(exc: BaseException, case: Case) -> str:
             "bytes cut inside a character are not valid UTF-8: decode with errors='replace' "
             "(they become U+FFFD)"
         )
+    text = str(exc)
+    if isinstance(exc, ValueError) and "range(0, 256)" in text or isinstance(exc, OverflowError):
+        return (
+            "ids from 256 up are merges, not bytes: build each merge's bytes first "
+            "(vocab[256 + i] = vocab[left] + vocab[right]) and join those"
+        )
     if isinstance(exc, (KeyError, IndexError)):
         return "build the bytes of every token first: ids 0..255 are bytes, 256 + i is merge i"
     return _signature_hint(exc, "decode(ids, merges)")
@@ -250,7 +317,7 @@ def _decode_error_hint(exc: BaseException, case: Case) -> str:
 def check_bpe_decode(decode, hidden: bool = False) -> None:
     """Check ``decode(ids, merges) -> str`` against the reference."""
     __tracebackhide__ = True
-    run = Runner(
+    run = WatchedRunner(
         "check_bpe_decode",
         decode,
         [
@@ -260,6 +327,7 @@ def check_bpe_decode(decode, hidden: bool = False) -> None:
         ],
         hidden,
         _decode_error_hint,
+        function="decode",
     )
     for case in _decode_cases(hidden):
         ids, merges = case.args
@@ -277,7 +345,10 @@ def check_bpe_decode(decode, hidden: bool = False) -> None:
         if got == want:
             continue
         for message, variant in _decode_variants(ids, merges):
-            candidate = variant()
+            try:
+                candidate = variant()
+            except Exception:  # this mistake would crash on this input: not the student's
+                continue
             if candidate == got and candidate != want:
                 run.fail(message + ".", case)
         run.fail(f"expected {want[:60]!r}, but received {got[:60]!r}.", case, named=False)

@@ -15,10 +15,16 @@ from typing import Any
 
 from transformer_lab import bpe as _bpe
 from transformer_lab import bpe as _ref
-from transformer_lab.checks.engine.core import Case, Runner, generator, kind_of
+from transformer_lab.checks.engine.core import Case, generator, kind_of
 from transformer_lab.checks.engine.forbid import Forbidden
 from transformer_lab.checks.engine.messages import signature_hint as _signature_hint
-from transformer_lab.checks.nb00_tokens_and_embeddings.bpe import random_words
+from transformer_lab.checks.nb00_tokens_and_embeddings.bpe import (
+    STRING_MERGE,
+    first_only_merge,
+    random_words,
+    string_merge,
+)
+from transformer_lab.checks.nb00_tokens_and_embeddings.runner import WatchedRunner
 from transformer_lab.checks.registry import Cell, Exercise, register
 
 __all__ = ["check_train_merges"]
@@ -36,6 +42,7 @@ def _naive(
     first_id: int = 256,
     recount: bool = True,
     min_count: int = 1,
+    merge: Callable[[list, tuple, int], list | None] = _MERGE,
 ) -> list:
     """The textbook loop with a chosen rule, to reproduce one mistake on the same input."""
     merges: list = []
@@ -52,7 +59,7 @@ def _naive(
         merges.append(pair)
         merged: dict = {}
         for word, n in words.items():
-            key = tuple(_MERGE(list(word), pair, first_id + i))
+            key = tuple(merge(list(word), pair, first_id + i))  # None: this mistake crashes
             merged[key] = merged.get(key, 0) + n
         words = merged
         if not recount:
@@ -70,15 +77,40 @@ def _variants(text: str, n: int) -> list[tuple[str, Callable[[], list]]]:
     for w in _ref.split_words(text):
         key = tuple(ord(ch) for ch in w)
         points[key] = points.get(key, 0) + 1
+    split_words: dict = {}
+    for w in text.split():
+        key = tuple(w.encode("utf-8"))
+        split_words[key] = split_words.get(key, 0) + 1
     tie = (
         "ties are broken differently: among pairs with the same count take the smallest "
         "(left id, right id), e.g. min(counts, key=lambda p: (-counts[p], p))"
     )
     return [
+        (
+            "your merge replaces only the first occurrence of the pair in a word: every "
+            "occurrence becomes the new token (merge_pair replaces them all, left to right)",
+            lambda: _naive(words, n, _smallest, merge=first_only_merge),
+        ),
+        (STRING_MERGE, lambda: _naive(words, n, _smallest, merge=string_merge)),
+        (
+            STRING_MERGE,
+            lambda: _naive(words, n, _smallest, merge=lambda *a: string_merge(*a, padded=True)),
+        ),
         (tie, lambda: _naive(words, n, lambda c: max(c, key=lambda p: (c[p], p)))),
         (tie, lambda: _naive(words, n, lambda c: max(c, key=c.get))),
         (tie, lambda: _naive(words, n, lambda c: min(c, key=lambda p: (-c[p], p[::-1])))),
         (tie, lambda: _naive(words, n, lambda c: min(c, key=lambda p: (-c[p], str(p))))),
+        (
+            "each word counts as often as it occurs in the text: weight its pairs by the word's "
+            "count (bpe.word_counts(text) gives {word: count}), not once per distinct word",
+            lambda: _naive({w: 1 for w in words}, n, _smallest),
+        ),
+        (
+            "the words come from bpe.word_counts(text), whose words keep their leading space "
+            "(' be'); text.split() drops the spaces, so the pairs (space, letter) are never "
+            "counted",
+            lambda: _naive(split_words, n, _smallest),
+        ),
         (
             "you count pairs across word boundaries: split the text into words first "
             "(bpe.word_counts(text)) and count inside each word only",
@@ -163,6 +195,15 @@ def _replay(text: str, got: list, want: list) -> tuple[str, bool]:
 def _cases(hidden: bool) -> list[Case]:
     g = generator(7500 if hidden else 500)
     specs = [
+        # words of different counts: the count-weighted first merge is (t, o), the unweighted
+        # one (space, a); text.split() differs at the second merge
+        ("word counts decide", "to to to to to ab abc abd", 2),
+        # the graded cell's examples
+        ("one word three times", "ab ab ab", 1),
+        ("a tie between three pairs", "ab ba", 1),
+        ("one word", "hi", 5),
+        ("a pair twice in a word", "aaaa", 2),
+        ("bytes 132 and 32", "Ąa a a a Ąa", 2),  # '32 97' inside '132 97'
         ("a tie in the first merge", "ab ab ba ba", 1),
         ("counts change after a merge", "aaa aaa ab ab ab", 3),
         ("words only", "ab ab ab\nba ba ba", 2),
@@ -185,10 +226,25 @@ def _ref_excerpt() -> str:
     return load_shakespeare()[:600]
 
 
+def _train_error_hint(exc: BaseException, case: Case) -> str:
+    text = str(exc)
+    if isinstance(exc, ValueError) and ("empty" in text or "no pairs" in text):
+        return (
+            "no pair is left to merge (every word is a single token now) before n_merges "
+            "merges: stop the loop when the pair counts are empty, and return the merges so far"
+        )
+    if isinstance(exc, KeyError):
+        return (
+            "a pair seen for the first time has no count yet: start it at 0, "
+            "counts.get(pair, 0) + n"
+        )
+    return _signature_hint(exc, "train_merges(text, n_merges)")
+
+
 def check_train_merges(train_merges, hidden: bool = False) -> None:
     """Check ``train_merges(text, n_merges) -> [(left, right), ...]`` against the reference."""
     __tracebackhide__ = True
-    run = Runner(
+    run = WatchedRunner(
         "check_train_merges",
         train_merges,
         [
@@ -196,7 +252,8 @@ def check_train_merges(train_merges, hidden: bool = False) -> None:
             Forbidden("transformer_lab.bpe.best_pair", function=_BEST),
         ],
         hidden,
-        lambda e, c: _signature_hint(e, "train_merges(text, n_merges)"),
+        _train_error_hint,
+        function="train_merges",
     )
     for case in _cases(hidden):
         text, n = case.args
@@ -222,7 +279,10 @@ def check_train_merges(train_merges, hidden: bool = False) -> None:
         if got == want:
             continue
         for message, variant in _variants(text, n):
-            candidate = variant()
+            try:
+                candidate = variant()
+            except Exception:  # this mistake would crash on this input: not the student's
+                continue
             if candidate == got and candidate != want:
                 run.fail(message + ".", case)
         message, named = _replay(text, got, want)

@@ -12,10 +12,15 @@ from collections.abc import Callable
 
 from transformer_lab import bpe as _bpe
 from transformer_lab import bpe as _ref
-from transformer_lab.checks.engine.core import Case, Runner, generator, kind_of
+from transformer_lab.checks.engine.core import Case, generator, kind_of
 from transformer_lab.checks.engine.forbid import Forbidden
 from transformer_lab.checks.engine.messages import signature_hint as _signature_hint
-from transformer_lab.checks.nb00_tokens_and_embeddings.bpe import is_int_list
+from transformer_lab.checks.nb00_tokens_and_embeddings.bpe import (
+    STRING_MERGE,
+    is_int_list,
+    string_merge,
+)
+from transformer_lab.checks.nb00_tokens_and_embeddings.runner import WatchedRunner
 from transformer_lab.checks.registry import Cell, Exercise, register
 
 __all__ = ["check_merge_pair"]
@@ -114,13 +119,18 @@ def _merge_variants(ids: list, pair: tuple, new_id: int) -> list[tuple[str, Call
             "pair's second token after new_id",
             kept_both,
         ),
+        (STRING_MERGE, lambda: string_merge(ids, pair, new_id)),
+        (STRING_MERGE, lambda: string_merge(ids, pair, new_id, padded=True)),
     ]
 
 
 def _merge_cases(hidden: bool) -> list[Case]:
     g = generator(7400 if hidden else 400)
     specs = [
+        # ids whose digits overlap ('1 2' inside '11 2' and '1 22') and a pair repeated at once
+        ("ids 1, 11, 2, 22", [1, 2, 1, 2, 5, 11, 2, 1, 22, 1, 2], (1, 2), 256),
         ("two occurrences", [1, 2, 3, 1, 2], (1, 2), 256),
+        ("the pair in the other order", [2, 1], (1, 2), 256),
         ("overlapping 'aaa'", [97, 97, 97], (97, 97), 256),
         ("overlapping 'aaaa'", [97, 97, 97, 97, 98], (97, 97), 300),
         ("pair absent", [5, 6, 7], (6, 5), 256),
@@ -145,15 +155,26 @@ def _merge_cases(hidden: bool) -> list[Case]:
     ]
 
 
+def _merge_error_hint(exc: BaseException, case: Case) -> str:
+    if isinstance(exc, IndexError):
+        return (
+            "ids[i + 1] does not exist at the last position: look for the pair only while "
+            "i + 1 < len(ids), and keep the last token as it is"
+        )
+    return _signature_hint(exc, "merge_pair(ids, pair, new_id)")
+
+
 def check_merge_pair(merge_pair, hidden: bool = False) -> None:
     """Check ``merge_pair(ids, pair, new_id) -> list`` against the reference."""
     __tracebackhide__ = True
-    run = Runner(
+    run = WatchedRunner(
         "check_merge_pair",
         merge_pair,
         [Forbidden("transformer_lab.bpe.merge_pair", function=_MERGE_PAIR)],
         hidden,
-        lambda e, c: _signature_hint(e, "merge_pair(ids, pair, new_id)"),
+        _merge_error_hint,
+        function="merge_pair",
+        fresh=(0,),
     )
     for case in _merge_cases(hidden):
         ids, pair, new_id = case.args
