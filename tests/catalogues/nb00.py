@@ -477,6 +477,148 @@ def emb_double(ids, w):
     return F.one_hot(ids, w.shape[0]).double() @ w.double()
 
 
+# ---------------------------------------------------------------------------------------------
+# Wider catalogue: inputs changed or handed back, merges by string replacement or of the first
+# occurrence only, word counts ignored, dtypes, and bare Python errors.
+def cp_prunes_words(words):  # drops one-token words from the caller's dict
+    for w in [w for w in words if len(w) < 2]:
+        del words[w]
+    return cp_good(words)
+
+
+def cp_no_start(words):
+    counts = {}
+    for word, n in words.items():
+        for pair in zip(word, word[1:]):
+            counts[pair] += n
+    return counts
+
+
+def cp_no_items(words):
+    counts = {}
+    for word, n in words:
+        for pair in zip(word, word[1:]):
+            counts[pair] = counts.get(pair, 0) + n
+    return counts
+
+
+def mp_string_replace(ids, pair, new_id):
+    text = " ".join(map(str, ids)).replace(f"{pair[0]} {pair[1]}", str(new_id))
+    return [int(t) for t in text.split()]
+
+
+def mp_string_padded(ids, pair, new_id):
+    text = f" {' '.join(map(str, ids))} ".replace(f" {pair[0]} {pair[1]} ", f" {new_id} ")
+    return [int(t) for t in text.split()]
+
+
+def mp_same_list_if_absent(ids, pair, new_id):
+    if tuple(pair) not in zip(ids, ids[1:]):
+        return ids
+    return mp_good(ids, pair, new_id)
+
+
+def mp_reads_past_end(ids, pair, new_id):
+    out, i = [], 0
+    while i < len(ids):
+        if (ids[i], ids[i + 1]) == tuple(pair):
+            out.append(new_id)
+            i += 2
+        else:
+            out.append(ids[i])
+            i += 1
+    return out
+
+
+def _tm_merging(merge, words_of=bpe.word_counts, stop=True, name="train_merges"):
+    def train_merges(text, n_merges):
+        words = words_of(text)
+        merges = []
+        for i in range(n_merges):
+            counts = cp_good(words)
+            if stop and not counts:
+                break
+            pair = min(counts, key=lambda p: (-counts[p], p))
+            merges.append(pair)
+            merged = {}
+            for w, n in words.items():
+                key = tuple(merge(list(w), pair, 256 + i))
+                merged[key] = merged.get(key, 0) + n
+            words = merged
+        return merges
+
+    train_merges.__name__ = name
+    return train_merges
+
+
+tm_first_only = _tm_merging(mp_first, name="tm_first_only")
+tm_string_merge = _tm_merging(mp_string_replace, name="tm_string_merge")
+tm_unweighted = _tm_merging(
+    mp_good, words_of=lambda t: {w: 1 for w in bpe.word_counts(t)}, name="tm_unweighted"
+)
+tm_text_split = _tm_merging(
+    mp_good, words_of=lambda t: Counter(tuple(w.encode()) for w in t.split()), name="tm_text_split"
+)
+tm_no_stop = _tm_merging(mp_good, stop=False, name="tm_no_stop")
+
+
+def _enc_merging(merge, name):
+    def encode(text, merges):
+        out = []
+        for w in bpe.split_words(text):
+            ids = list(w.encode("utf-8"))
+            for i, pair in enumerate(merges):
+                ids = merge(ids, tuple(pair), 256 + i)
+            out += ids
+        return out
+
+    encode.__name__ = name
+    return encode
+
+
+enc_first_only = _enc_merging(mp_first, "enc_first_only")
+enc_string_merge = _enc_merging(mp_string_replace, "enc_string_merge")
+
+
+def enc_sorts_merges(text, merges):  # sorts the caller's list in place
+    merges.sort()
+    return enc_good(text, merges)
+
+
+def enc_merges_by_pair_order(text, merges):
+    ranked = sorted(merges)
+    out = []
+    for w in bpe.split_words(text):
+        ids = list(w.encode())
+        for pair in ranked:
+            ids = mp_good(ids, pair, 256 + merges.index(pair))
+        out += ids
+    return out
+
+
+def dec_bytes_of_ids(ids, merges):
+    return bytes(ids).decode("utf-8", errors="replace")
+
+
+def dec_in_pairs(ids, merges):  # decodes two tokens at a time
+    v = _vocab(merges)
+    parts = [b"".join(v[i] for i in ids[k : k + 2]) for k in range(0, len(ids), 2)]
+    return "".join(p.decode("utf-8", "replace") for p in parts)
+
+
+def emb_float(ids, w):
+    return F.one_hot(ids, w.shape[0]).float() @ w
+
+
+def emb_float_both(ids, w):
+    return F.one_hot(ids, w.shape[0]).float() @ w.float()
+
+
+def emb_requires_grad(ids, w):
+    w.requires_grad_(True)
+    return F.one_hot(ids, w.shape[0]).to(w.dtype) @ w
+
+
 C = checks
 CATALOGUE = [
     (C.check_count_pairs, cp_plus_one, "frequency"),
@@ -532,6 +674,27 @@ CATALOGUE = [
     (C.check_one_hot_embed, emb_summed, "summed over the sequence"),
     (C.check_one_hot_embed, emb_embedding, "torch.nn.functional.embedding"),
     (C.check_one_hot_embed, emb_double, "dtype"),
+    (C.check_count_pairs, cp_prunes_words, "in place"),
+    (C.check_count_pairs, cp_no_start, "start it at 0"),
+    (C.check_count_pairs, cp_no_items, "words.items()"),
+    (C.check_merge_pair, mp_string_replace, "joined as a string"),
+    (C.check_merge_pair, mp_string_padded, "joined as a string"),
+    (C.check_merge_pair, mp_same_list_if_absent, "returned its input"),
+    (C.check_merge_pair, mp_reads_past_end, "i + 1 < len(ids)"),
+    (C.check_train_merges, tm_first_only, "first occurrence"),
+    (C.check_train_merges, tm_string_merge, "joined as a string"),
+    (C.check_train_merges, tm_unweighted, "as often as it occurs"),
+    (C.check_train_merges, tm_text_split, "text.split()"),
+    (C.check_train_merges, tm_no_stop, "no pair is left"),
+    (C.check_bpe_encode, enc_first_only, "first occurrence"),
+    (C.check_bpe_encode, enc_string_merge, "joined as a string"),
+    (C.check_bpe_encode, enc_sorts_merges, "in place"),
+    (C.check_bpe_encode, enc_merges_by_pair_order, "first differ at position"),
+    (C.check_bpe_decode, dec_bytes_of_ids, "merges, not bytes"),
+    (C.check_bpe_decode, dec_in_pairs, "decoded apart"),
+    (C.check_one_hot_embed, emb_float, "not .float()"),
+    (C.check_one_hot_embed, emb_float_both, "not .float()"),
+    (C.check_one_hot_embed, emb_requires_grad, "requires_grad"),
 ]
 
 MISTAKES = from_table("00", CATALOGUE)

@@ -30,7 +30,7 @@ from transformer_lab.bpe import split_words, word_counts
 
 MISTAKES: list = []
 wrong = collector(MISTAKES, "00")
-NAMED_AT_LEAST = 0.96  # 49 of 51, measured after the second set
+NAMED_AT_LEAST = 0.98  # 50 of 51 (was 49): decode names stray U+FFFD as bytes decoded apart
 
 
 # ---------------------------------------------------------------- helpers a student has right

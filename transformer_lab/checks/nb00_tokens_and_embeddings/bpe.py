@@ -205,7 +205,9 @@ def _count_error_hint(exc: BaseException, case: Case) -> str:
             "a pair seen for the first time has no count yet: start it at 0, "
             "counts[pair] = counts.get(pair, 0) + n"
         )
-    if isinstance(exc, (TypeError, ValueError)) and ("unpack" in text or "iterable" in text):
+    if isinstance(exc, (TypeError, ValueError)) and any(
+        w in text for w in ("unpack", "iterable", "subscriptable")
+    ):
         return (
             "words is a dict {word: count}: loop over words.items() to get each word (a tuple "
             "of ids) with its count"

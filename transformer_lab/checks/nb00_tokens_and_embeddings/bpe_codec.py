@@ -351,6 +351,14 @@ def check_bpe_decode(decode, hidden: bool = False) -> None:
                 continue
             if candidate == got and candidate != want:
                 run.fail(message + ".", case)
+        if got.count("\ufffd") > want.count("\ufffd"):
+            run.fail(
+                f"your text has U+FFFD (�) where the right one has a character: expected "
+                f"{want[:60]!r}, but received {got[:60]!r}; a character's bytes were decoded "
+                f"apart (tokens decoded one by one or in groups): join the bytes of all the "
+                f"tokens first, then decode once.",
+                case,
+            )
         run.fail(f"expected {want[:60]!r}, but received {got[:60]!r}.", case, named=False)
     run.passed()
 
