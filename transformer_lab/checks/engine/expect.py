@@ -17,7 +17,7 @@ from torch import Tensor
 
 from transformer_lab.checks.engine import diagnose as _diagnose
 from transformer_lab.checks.engine.guards import TRUSTED
-from transformer_lab.checks.engine.messages import kind_of
+from transformer_lab.checks.engine.messages import kind_of, stub_left
 
 
 def _clone(value: Any) -> Any:
@@ -137,7 +137,7 @@ class ExpectMixin:
         if calls:
             self.fail(f"your function called {calls[0]}; compute the result yourself.", case)
         if isinstance(exc, NotImplementedError):
-            self.fail("not implemented yet: replace `raise NotImplementedError()`.", case)
+            self.fail(stub_left(getattr(self.fn, "__name__", "")), case)
         if exc is None:
             self.fail(
                 f"{why} should raise {error.__name__}, but your function returned {kind_of(out)}.",
