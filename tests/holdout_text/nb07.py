@@ -469,7 +469,7 @@ def _greedy(model, idx, n, pos_shift=0, first_causal=True, keep_cache=True, step
     for block, cache in zip(model.blocks, caches):
         x, _ = block(x, is_causal=first_causal, cache=cache)
     out = idx
-    for i in range(n if steps is None else steps):
+    for _ in range(n if steps is None else steps):
         h = model.norm_f(x[:, read]) if final_norm else x[:, read]
         logits = model.lm_head(h)  # (B, V)
         if sample:
