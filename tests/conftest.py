@@ -192,3 +192,15 @@ def pytest_unconfigure(config):
     per-file freeze above (which now does most of this in the workers; pytest-xdist's controller
     runs no tests): 3.5 s of CPU and 2 s of wall time per two-worker run."""
     gc.freeze()
+
+
+@pytest.fixture(scope="session")
+def executed_solution(tmp_path_factory):
+    """``executed_solution(path)``: the solution notebook executed as a student would run it,
+    once per run for all test files and pytest-xdist workers (``tests/executed_notebooks.py``)."""
+    from executed_notebooks import ExecutedSolutions
+
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # each worker's base is a folder of the run's
+        base = base.parent
+    return ExecutedSolutions(base / "executed-solutions")

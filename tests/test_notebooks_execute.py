@@ -11,7 +11,8 @@ its first unanswered exercise.
   code, a missing import, an explorer that fails) is a bug in the notebook.
 
 Both run with the grading flags unset, as a student would run them: explorers are built and
-plots drawn.
+plots drawn. A solution is executed once per run (``tests/executed_notebooks.py``): the same
+outputs are checked against the prose by ``tests/test_prose_numbers.py``.
 """
 
 from __future__ import annotations
@@ -19,14 +20,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import nbformat
 import pytest
+from executed_notebooks import execute
 
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTIONS = sorted(
     p for p in (ROOT / "solutions").glob("*/*.ipynb") if ".ipynb_checkpoints" not in p.parts
 )
-CELL_TIMEOUT = 600  # per cell: a hang fails instead of blocking the run (not a time budget)
 
 pytestmark = pytest.mark.slow
 
@@ -51,28 +51,6 @@ def student_env(monkeypatch):
     monkeypatch.setenv("PYTHONPATH", str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
 
 
-def _execute(path: Path, allow_errors: bool):
-    """Execute a copy of the notebook in a fresh kernel; return (notebook, first error or None)."""
-    from nbclient import NotebookClient
-    from nbclient.exceptions import CellExecutionError
-
-    nb = nbformat.read(path, as_version=4)
-    client = NotebookClient(
-        nb,
-        timeout=CELL_TIMEOUT,
-        kernel_name="python3",
-        allow_errors=allow_errors,
-        resources={"metadata": {"path": str(path.parent)}},
-        shutdown_kernel="immediate",  # the notebook is done: no graceful shutdown (~0.8 s)
-    )
-    error = None
-    try:
-        client.execute()
-    except CellExecutionError as exc:
-        error = exc
-    return nb, error
-
-
 def _errors(nb) -> list[tuple[int, str, str]]:
     """(cell index, error name, message) of every error output."""
     found = []
@@ -85,8 +63,8 @@ def _errors(nb) -> list[tuple[int, str, str]]:
 
 @pytest.mark.skipif(not SOLUTIONS, reason="no solution notebooks in solutions/ yet")
 @pytest.mark.parametrize("solution", SOLUTIONS, ids=[p.stem for p in SOLUTIONS])
-def test_solution_notebook_executes(solution, student_env):
-    nb, _ = _execute(solution, allow_errors=True)
+def test_solution_notebook_executes(solution, executed_solution):
+    nb = executed_solution(solution)  # executed once per run, shared with test_prose_numbers.py
     errors = _errors(nb)
     assert not errors, "solution cells raised:\n" + "\n".join(
         f"  cell {i}: {name}: {message[:300]}" for i, name, message in errors
@@ -99,7 +77,7 @@ def test_student_notebook_stops_at_first_unanswered_exercise(solution, student_e
     student = _student_version(solution)
     if not student.exists():
         pytest.skip(f"{student.relative_to(ROOT)} is not released yet (run `tlab release`).")
-    nb, error = _execute(student, allow_errors=False)
+    nb, error = execute(student, allow_errors=False)  # the environment: student_env
     answers = [i for i, cell in enumerate(nb.cells) if _is_answer_cell(cell)]
     assert answers, "the student notebook has no answer cells"
     assert error is not None, (
