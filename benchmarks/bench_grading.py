@@ -176,8 +176,8 @@ def _cpu_seconds() -> float:
 
 def grade_class(root: Path, notebook: str, jobs: int, **options) -> dict:
     """Grade with ``jobs`` lanes; wall and CPU time, and when the first submission started."""
-    from transformer_lab.grading import lanes
     from transformer_lab.grading.autograde import GradeOptions, grade
+    from transformer_lab.grading.run import lanes
 
     starts: list[float] = []
     real_run_driver = lanes.run_driver  # every lane's grading process starts here
@@ -231,7 +231,7 @@ def stated_hang_limits(notebook_path: Path, timeout: float, budget: float) -> di
     the short limit (GuardedExecute.overtime_timeout)."""
     import nbformat
 
-    from transformer_lab.grading.execute import GuardedExecute
+    from transformer_lab.grading.run.execute import GuardedExecute
 
     nb = nbformat.read(notebook_path, as_version=4)
     cells = sum(1 for c in nb.cells if c.cell_type == "code")
@@ -260,7 +260,7 @@ def main() -> None:
         hang_limits = dict(timeout=3, budget=3.0)
     # nbgrader's child processes find `alembic` next to this interpreter.
     os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]])
-    from transformer_lab.grading.cpushare import cpu_share_backend
+    from transformer_lab.grading.run.cpushare import cpu_share_backend
 
     cores = os.cpu_count() or 1
     print(f"kernels' CPU cap: {cpu_share_backend() or 'none (no writable cgroup)'}; {cores} CPUs")

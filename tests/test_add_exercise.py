@@ -180,8 +180,8 @@ from transformer_lab import checks
 from transformer_lab.checks import registry
 from transformer_lab.checks.__main__ import write_all
 from transformer_lab.checks.engine import serve
-from transformer_lab.grading.judge import graded_calls, judge_cell
-from transformer_lab.grading.remote import RemoteKernel
+from transformer_lab.grading.decide.judge import graded_calls, judge_cell
+from transformer_lab.grading.decide.remote import RemoteKernel
 
 out = {}
 exercise = registry.REGISTRY["toy_double"]

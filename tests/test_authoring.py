@@ -8,7 +8,7 @@ import nbformat
 import pytest
 
 from transformer_lab import cli
-from transformer_lab.grading.authoring import author_notebook
+from transformer_lab.grading.authoring.author import author_notebook
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -7,6 +7,7 @@ import pytest
 import torch
 from torch import nn
 
+from transformer_lab.data.long_range import recall_batch
 from transformer_lab.lessons.baselines import (
     AttentionClassifier,
     ConvClassifier,
@@ -16,7 +17,6 @@ from transformer_lab.lessons.baselines import (
     input_gradient_norms,
     train_recall,
 )
-from transformer_lab.data.long_range import recall_batch
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 

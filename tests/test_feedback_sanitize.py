@@ -23,8 +23,8 @@ import pytest
 
 from transformer_lab import cli
 from transformer_lab.grading.autograde import GradeOptions, grade
-from transformer_lab.grading.feedback import CSP, sanitize_html
-from transformer_lab.grading.report import GRADED, NEEDS_REVIEW
+from transformer_lab.grading.record.feedback import CSP, sanitize_html
+from transformer_lab.grading.record.report import GRADED, NEEDS_REVIEW
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURE = Path(__file__).parent / "fixtures" / "course"

@@ -19,8 +19,8 @@ import pytest
 from traitlets.config import Config
 from traitlets.config.loader import PyFileConfigLoader
 
-from transformer_lab.grading.export import _alembic_on_path
-from transformer_lab.grading.formgrader_guard import REFUSAL, TlabOnlyExporter
+from transformer_lab.grading.record.export import _alembic_on_path
+from transformer_lab.grading.record.formgrader import REFUSAL, TlabOnlyExporter
 
 REPO = Path(__file__).resolve().parents[1]
 A = "01_topic"
@@ -88,8 +88,13 @@ def test_in_chromium_the_flag_shows_and_the_autograde_button_is_refused(chromium
     sys.path.insert(0, str(Path(__file__).parent))
     from browser_helpers import CHROMIUM_ARGS, free_port, start_lab, stop
 
-    from transformer_lab.grading import decisions
-    from transformer_lab.grading.report import GRADED, NEEDS_REVIEW, GradingReport, StudentResult
+    from transformer_lab.grading.record import decisions
+    from transformer_lab.grading.record.report import (
+        GRADED,
+        NEEDS_REVIEW,
+        GradingReport,
+        StudentResult,
+    )
 
     _alembic_on_path()
     root = tmp_path / "course"

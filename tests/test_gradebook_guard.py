@@ -18,7 +18,7 @@ def test_each_gradebook_takes_the_lock_of_its_own_url(tmp_path):
         f"""
         from pathlib import Path
         from nbgrader.api import Gradebook
-        from transformer_lab.grading import database
+        from transformer_lab.grading.record import gradebook as database
 
         base = Path({str(tmp_path)!r})
         # First guarded for a PostgreSQL server that no longer exists (an earlier course).

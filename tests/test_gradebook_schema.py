@@ -12,7 +12,7 @@ import sqlite3
 import sys
 from pathlib import Path
 
-from transformer_lab.grading import database
+from transformer_lab.grading.record import gradebook as database
 
 
 def test_schema_revision_is_what_alembic_heads_prints(monkeypatch):

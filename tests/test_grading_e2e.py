@@ -25,8 +25,8 @@ import pytest
 from transformer_lab import cli
 from transformer_lab.grading.autograde import GradeOptions, grade
 from transformer_lab.grading.course import run_driver
-from transformer_lab.grading.notebook_repair import restore_missing_cells
-from transformer_lab.grading.report import GRADED, NEEDS_REVIEW, NOT_GRADED
+from transformer_lab.grading.preflight.repair import restore_missing_cells
+from transformer_lab.grading.record.report import GRADED, NEEDS_REVIEW, NOT_GRADED
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURE = Path(__file__).parent / "fixtures" / "course"
@@ -324,7 +324,7 @@ def test_a_hung_process_is_reported_and_the_others_still_graded(tmp_path, monkey
         )
         return events, 0, ""
 
-    monkeypatch.setattr("transformer_lab.grading.lanes.run_driver", fake_driver)
+    monkeypatch.setattr("transformer_lab.grading.run.lanes.run_driver", fake_driver)
     report = grade(tmp_path, A, GradeOptions(quiet=True, export=False))
     assert calls == [["a", "b", "c"], ["c"]]
     assert (

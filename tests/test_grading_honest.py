@@ -82,13 +82,13 @@ def test_instant_check_passes(notebook, grade_id, index, one_thread):
     ("notebook", "grade_id", "index"), ALTERNATIVES, ids=[_id(*p) for p in ALTERNATIVES]
 )
 def test_alternative_judged_by_the_grader(notebook, grade_id, index, one_thread):
-    """The grader's own verdict (grading/judge.py: the graded cell's checks, visible and hidden,
+    """The grader's own verdict (grading/decide/judge.py: the graded cell's checks, visible and hidden,
     run in the grading process) on the alternative, through the same request protocol as a
     graded kernel; here the 'kernel' is this process (the sandbox is tested by the slow tests
     below and by tests/test_grading_e2e.py)."""
     from transformer_lab.checks.engine import serve as _serve
-    from transformer_lab.grading.judge import judge_cell
-    from transformer_lab.grading.remote import RemoteKernel
+    from transformer_lab.grading.decide.judge import judge_cell
+    from transformer_lab.grading.decide.remote import RemoteKernel
 
     ex = next(e for e in harness.exercises(notebook) if e.grade_id == grade_id)
     alt = alternatives(notebook)[grade_id][index - 1]

@@ -22,10 +22,10 @@ import nbformat
 import pytest
 from nbformat import NotebookNode
 
-from transformer_lab.grading import cpushare, sandbox
-from transformer_lab.grading.integrity import fingerprint, preflight
-from transformer_lab.grading.nofollow import copy_without_links
-from transformer_lab.grading.outputs import (
+from transformer_lab.grading.preflight.integrity import fingerprint, preflight
+from transformer_lab.grading.preflight.nofollow import copy_without_links
+from transformer_lab.grading.run import cpushare, sandbox
+from transformer_lab.grading.run.outputs import (
     CELL_BYTES,
     NOTEBOOK_BYTES,
     bound_outputs,
@@ -297,7 +297,7 @@ def test_without_a_writable_cgroup_there_is_no_share_and_no_error(monkeypatch, t
 
 
 def test_only_timeouts_are_regraded_alone():
-    from transformer_lab.grading.outcome import timed_out as _timed_out
+    from transformer_lab.grading.record.outcome import timed_out as _timed_out
 
     assert _timed_out({"success": True, "timeouts": 2})
     assert not _timed_out({"success": True, "timeouts": 0})
@@ -307,7 +307,7 @@ def test_only_timeouts_are_regraded_alone():
 
 
 def test_a_forked_kernel_is_named_as_the_reason():
-    from transformer_lab.grading.outcome import classify_failure
+    from transformer_lab.grading.record.outcome import classify_failure
 
     event = {"success": False, "autograde": {"error": "ValueError: Invalid Signature: b'6264'"}}
     assert "os.fork or a fork bomb" in classify_failure(event)
@@ -469,7 +469,7 @@ def test_a_timeout_is_regraded_alone_then_marked_for_review(graded):
     assert hanging.timeouts >= 1
     assert "timeout:" in hanging.reason and "again when regraded alone" in hanging.reason
     # The report's summary and the run's summary count the same submissions as needing review.
-    from transformer_lab.grading.parallel import run_summary
+    from transformer_lab.grading.run.parallel import run_summary
 
     n_review = sum(r.status == "needs_review" for r in report.students.values())
     assert f"({n_review} of the graded need review)" in report.summary()

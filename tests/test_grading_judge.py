@@ -1,4 +1,4 @@
-"""The grader's verdicts (grading/judge.py) on functions that live in another namespace.
+"""The grader's verdicts (grading/decide/judge.py) on functions that live in another namespace.
 
 The graded kernel is replaced by this process's own ``checks.engine.serve`` reached through the same
 text protocol (no nbgrader, no sandbox): what is tested here is the decision, the proxies and
@@ -19,8 +19,8 @@ from torch import nn
 
 from transformer_lab.blocks import Block, LayerNorm
 from transformer_lab.checks.engine import serve as _serve
-from transformer_lab.grading.judge import graded_calls, judge_cell, visible_source
-from transformer_lab.grading.remote import RemoteError, RemoteKernel
+from transformer_lab.grading.decide.judge import graded_calls, judge_cell, visible_source
+from transformer_lab.grading.decide.remote import RemoteError, RemoteKernel
 
 REPO = Path(__file__).resolve().parents[1]
 CELL = (

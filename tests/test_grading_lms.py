@@ -13,9 +13,9 @@ from pathlib import Path
 from nbgrader.api import Gradebook
 
 from transformer_lab import cli
-from transformer_lab.grading.export import _alembic_on_path
-from transformer_lab.grading.report import GRADED, NEEDS_REVIEW, GradingReport, StudentResult
-from transformer_lab.grading.roster import read_roster
+from transformer_lab.grading.record.export import _alembic_on_path
+from transformer_lab.grading.record.report import GRADED, NEEDS_REVIEW, GradingReport, StudentResult
+from transformer_lab.grading.record.roster import read_roster
 
 A = "01_topic"
 COURSE = "lms-test"

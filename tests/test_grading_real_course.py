@@ -22,7 +22,7 @@ from shipped_course import copy_course
 
 from transformer_lab.grading.autograde import GradeOptions, grade
 from transformer_lab.grading.course import list_assignments
-from transformer_lab.grading.report import GRADED
+from transformer_lab.grading.record.report import GRADED
 
 REPO = Path(__file__).resolve().parents[1]
 ASSIGNMENTS = list_assignments(REPO / "solutions")

@@ -1,4 +1,4 @@
-"""The grader's code scan (grading/review.py) and structural similarity (grading/similarity.py).
+"""The grader's code scan (grading/scan/flags.py) and structural similarity (grading/scan/similarity.py).
 
 Pure Python, no kernel: every attack of issue 22 written several ways (full-width Unicode, a
 helpers.py, runpy with blank lines, inspect.stack, sys._getframe(1).f_locals, gc, input
@@ -27,7 +27,9 @@ import adversarial_class as klass
 import nbformat
 import pytest
 
-from transformer_lab.grading import _review_cells, forbidden, review, similarity
+from transformer_lab.grading.scan import _cells as _review_cells
+from transformer_lab.grading.scan import flags as review
+from transformer_lab.grading.scan import forbidden, similarity
 
 REPO = Path(__file__).resolve().parents[1]
 NB01 = "01_self_attention"
@@ -721,20 +723,20 @@ def test_the_sandbox_test_class_attacks_are_flagged_by_the_scan(tmp_path, studen
     assert scan(folder), student
 
 
-def test_the_grader_loads_the_scan_by_path_without_torch(tmp_path):
+def test_the_grader_runs_the_scan_without_torch(tmp_path):
     folder = tmp_path / "sub"
     folder.mkdir()
     (folder / "helpers.py").write_text(GETFRAME)
     code = (
-        "import importlib.util, sys, json\n"
-        "spec = importlib.util.spec_from_file_location('_tlab_grading_review', sys.argv[1])\n"
-        "m = importlib.util.module_from_spec(spec); sys.modules[spec.name] = m\n"
-        "spec.loader.exec_module(m)\n"
-        "flags = m.scan_source('import gc\\nx = gc.get_objects()')\n"
-        "flags += m.scan_submission(sys.argv[2], {})\n"
-        "print(json.dumps([flags, 'torch' in sys.modules, 'transformer_lab' in sys.modules]))\n"
+        "import runpy, sys, json\n"
+        "runpy.run_path(sys.argv[1], run_name='tlab_driver')['grading_without_torch']()\n"
+        "from transformer_lab.grading.scan.flags import scan_source, scan_submission\n"
+        "flags = scan_source('import gc\\nx = gc.get_objects()')\n"
+        "flags += scan_submission(sys.argv[2], {})\n"
+        "top = vars(sys.modules['transformer_lab'])\n"
+        "print(json.dumps([flags, 'torch' in sys.modules, 'softmax' in top]))\n"
     )
-    path = REPO / "transformer_lab" / "grading" / "review.py"
+    path = REPO / "transformer_lab" / "grading" / "run" / "driver.py"
     out = subprocess.run(
         [sys.executable, "-c", code, str(path), str(folder)],
         capture_output=True,
@@ -742,9 +744,9 @@ def test_the_grader_loads_the_scan_by_path_without_torch(tmp_path):
         cwd="/",
         check=True,
     )
-    flags, torch_loaded, package_loaded = __import__("json").loads(out.stdout)
+    flags, torch_loaded, top_level_ran = __import__("json").loads(out.stdout)
     assert "gc.get_objects" in flags[1] and "helpers.py line 4" in flags[-1], flags
-    assert not torch_loaded and not package_loaded
+    assert not torch_loaded and not top_level_ran
 
 
 def test_an_untouched_notebook_raises_no_flag(tmp_path):

@@ -16,8 +16,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from transformer_lab.grading import review
-from transformer_lab.grading.notebook_repair import match_by_content
+from transformer_lab.grading.preflight.repair import match_by_content
+from transformer_lab.grading.scan import flags as review
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -50,7 +50,7 @@ print(json.dumps(out))
 def test_the_sandbox_sees_only_python_and_its_own_folders(tmp_path):
     import socket
 
-    from transformer_lab.grading.sandbox import probe, sandbox_command, sandbox_env
+    from transformer_lab.grading.run.sandbox import probe, sandbox_command, sandbox_env
 
     probe(REPO)
     server = socket.socket()
@@ -97,7 +97,7 @@ def test_the_sandbox_sees_only_python_and_its_own_folders(tmp_path):
 
 
 def test_a_missing_bwrap_is_a_clear_error(monkeypatch):
-    from transformer_lab.grading import sandbox
+    from transformer_lab.grading.run import sandbox
 
     monkeypatch.setattr(shutil, "which", lambda name: None)
     with pytest.raises(sandbox.SandboxError, match="bubblewrap.*--no-sandbox"):

@@ -22,9 +22,9 @@ from pg_server import PostgresServer
 from test_grading_e2e import FULL, KILL, A, _submit, answer
 
 from transformer_lab import cli
-from transformer_lab.grading.database import check_driver_available, guard_gradebook
-from transformer_lab.grading.parallel import deal, parse_shard, select_shard, shard_index
-from transformer_lab.grading.report import GRADED, NOT_GRADED, GradingReport
+from transformer_lab.grading.record.gradebook import check_driver_available, guard_gradebook
+from transformer_lab.grading.record.report import GRADED, NOT_GRADED, GradingReport
+from transformer_lab.grading.run.parallel import deal, parse_shard, select_shard, shard_index
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURE = Path(__file__).parent / "fixtures" / "course"
@@ -144,17 +144,17 @@ def test_jobs_2_on_sqlite_grades_every_submission_once(sqlite_class):
     assert (root / "feedback" / "ada" / A / f"{A}.html").is_file()
 
 
-DATABASE_PY = Path(__file__).resolve().parents[1] / "transformer_lab" / "grading" / "database.py"
+DRIVER_PY = (
+    Path(__file__).resolve().parents[1] / "transformer_lab" / "grading" / "run" / "driver.py"
+)
 
 
 def _guarded_writer(url: str, prefix: str, count: int, errors: list) -> None:
-    # database.py by path, as the grading driver loads it: no torch in these four processes
+    # the gradebook guard as the grading driver loads it: no torch in these four processes
     code = (
-        "import importlib.util\n"
-        f"spec = importlib.util.spec_from_file_location('db', {str(DATABASE_PY)!r})\n"
-        "db = importlib.util.module_from_spec(spec)\n"
-        "spec.loader.exec_module(db)\n"
-        "guard_gradebook = db.guard_gradebook\n"
+        "import runpy\n"
+        f"runpy.run_path({str(DRIVER_PY)!r}, run_name='tlab_driver')['grading_without_torch']()\n"
+        "from transformer_lab.grading.record.gradebook import guard_gradebook\n"
         "from nbgrader.api import Gradebook\n"
         f"guard_gradebook({url!r})\n"
         f"for i in range({count}):\n"

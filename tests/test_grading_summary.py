@@ -12,9 +12,9 @@ import re
 from test_grading_term import COURSE, A, _course
 
 from transformer_lab import cli
-from transformer_lab.grading import decisions
-from transformer_lab.grading.parallel import run_summary
-from transformer_lab.grading.report import NEEDS_REVIEW, GradingReport
+from transformer_lab.grading.record import decisions
+from transformer_lab.grading.record.report import NEEDS_REVIEW, GradingReport
+from transformer_lab.grading.run.parallel import run_summary
 
 
 def _rows(summary: str) -> dict[str, str]:

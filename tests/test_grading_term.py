@@ -13,9 +13,9 @@ import pytest
 from nbgrader.api import Gradebook
 
 from transformer_lab import cli
-from transformer_lab.grading import decisions
-from transformer_lab.grading.export import _alembic_on_path
-from transformer_lab.grading.report import GRADED, NEEDS_REVIEW, GradingReport, StudentResult
+from transformer_lab.grading.record import decisions
+from transformer_lab.grading.record.export import _alembic_on_path
+from transformer_lab.grading.record.report import GRADED, NEEDS_REVIEW, GradingReport, StudentResult
 
 A = "01_topic"
 COURSE = "term-test"
@@ -211,7 +211,7 @@ def test_the_guides_postgres_steps_run_as_written(pg_server, tmp_path):
     assert row == (True, True, "transformer_lab")
     url = f"postgresql+psycopg://grader@/transformer_lab?host={pg_server.dir}"
     _alembic_on_path()
-    from transformer_lab.grading.database import graded_in_gradebook
+    from transformer_lab.grading.record.gradebook import graded_in_gradebook
 
     assert graded_in_gradebook(url, COURSE, A) == set()  # nbgrader made its tables as grader
 

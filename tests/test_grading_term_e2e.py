@@ -42,8 +42,8 @@ from test_grading_e2e import FULL, NO_MAX, A, _cell, _solution_source
 from test_grading_lms import _check_canvas, _check_moodle, _rows
 
 from transformer_lab import cli
-from transformer_lab.grading import decisions
-from transformer_lab.grading.report import GRADED, NEEDS_REVIEW, GradingReport
+from transformer_lab.grading.record import decisions
+from transformer_lab.grading.record.report import GRADED, NEEDS_REVIEW, GradingReport
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent  # nbgrader's command line, beside this interpreter

@@ -140,7 +140,6 @@ def test_training_makes_the_second_copy_predictable():
 
 
 # --- read-outs: tagging and the last token (notebook 06) -----------------------------------
-from transformer_lab.models import BertConfig  # noqa: E402
 from transformer_lab.lessons.readouts import (  # noqa: E402
     ReadoutClassifier,
     TokenTagger,
@@ -148,6 +147,7 @@ from transformer_lab.lessons.readouts import (  # noqa: E402
     same_as_previous_batch,
     token_tagging_loss,
 )
+from transformer_lab.models import BertConfig  # noqa: E402
 
 
 def test_last_token_states_skip_the_padding():

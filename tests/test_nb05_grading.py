@@ -13,7 +13,7 @@ import pytest
 from shipped_course import copy_course
 
 from transformer_lab.grading.autograde import GradeOptions, grade
-from transformer_lab.grading.report import GRADED
+from transformer_lab.grading.record.report import GRADED
 
 REPO = Path(__file__).resolve().parents[1]
 A = "05_transformer_block"

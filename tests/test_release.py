@@ -16,7 +16,7 @@ import nbformat
 import pytest
 
 from transformer_lab import cli
-from transformer_lab.grading.release import build_release, compare_trees, release
+from transformer_lab.grading.authoring.release import build_release, compare_trees, release
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURE = Path(__file__).parent / "fixtures" / "course"

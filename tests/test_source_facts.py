@@ -1,4 +1,4 @@
-"""The grader's facts read from the package's source, kept on disk (grading/source_facts.py):
+"""The grader's facts read from the package's source, kept on disk (grading/scan/source_facts.py):
 the cached value is the computed one, a changed source or a bad file is never read as a fact,
 and a cache that cannot be written only costs the time."""
 
@@ -10,7 +10,8 @@ import stat
 
 import pytest
 
-from transformer_lab.grading import forbidden, review, similarity, source_facts
+from transformer_lab.grading.scan import flags as review
+from transformer_lab.grading.scan import forbidden, similarity, source_facts
 
 
 @pytest.fixture

@@ -31,7 +31,7 @@ def _root(args) -> Path:
 
 
 def _cmd_author(args) -> int:
-    from transformer_lab.grading.authoring import author_paths
+    from transformer_lab.grading.authoring.author import author_paths
 
     paths = args.paths
     if not paths:
@@ -64,7 +64,7 @@ def _cmd_author(args) -> int:
 
 
 def _cmd_release(args) -> int:
-    from transformer_lab.grading.release import release
+    from transformer_lab.grading.authoring.release import release
 
     result = release(_root(args), check=args.check, assignments=args.assignments or None)
     if args.check:
@@ -89,7 +89,7 @@ def _cmd_release(args) -> int:
 
 def _cmd_grade(args) -> int:
     from transformer_lab.grading.autograde import GradeOptions, grade
-    from transformer_lab.grading.parallel import run_summary
+    from transformer_lab.grading.run.parallel import run_summary
 
     options = GradeOptions(
         students=args.student or None,
@@ -114,7 +114,7 @@ def _cmd_grade(args) -> int:
 
 
 def _cmd_export(args) -> int:
-    from transformer_lab.grading.export import export
+    from transformer_lab.grading.record.export import export
 
     formats = ("canvas", "moodle") if args.format == "all" else (args.format,)
     canvas_ids = {}
@@ -161,7 +161,7 @@ def _cmd_export(args) -> int:
 
 
 def _cmd_review(args) -> int:
-    from transformer_lab.grading.review_command import review
+    from transformer_lab.grading.record.review import review
 
     print(
         review(
@@ -178,7 +178,7 @@ def _cmd_review(args) -> int:
 
 
 def _cmd_roster(args) -> int:
-    from transformer_lab.grading.roster import import_roster
+    from transformer_lab.grading.record.roster import import_roster
 
     lms, n = import_roster(_root(args), args.file, args.id_column)
     print(
@@ -194,7 +194,7 @@ def _positive_int(text: str) -> int:
 
 
 def _shard(text: str) -> tuple[int, int]:
-    from transformer_lab.grading.parallel import parse_shard
+    from transformer_lab.grading.run.parallel import parse_shard
 
     try:
         return parse_shard(text)
@@ -307,14 +307,20 @@ def main(argv: list[str] | None = None) -> int:
     # command) when the optional rfc3987_syntax is installed; no tlab command validates IRIs.
     sys.modules.setdefault("rfc3987_syntax", None)
     from transformer_lab.grading.course import CourseError
+    from transformer_lab.grading.inert import InertStream
 
     args = build_parser().parse_args(argv)
+    # Much of what tlab prints comes from submissions (flags, reasons, file names): every
+    # control character reaches the terminal escaped, whatever the command prints.
+    streams = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = InertStream(sys.stdout), InertStream(sys.stderr)
     try:
         return args.func(args)
     except (CourseError, FileNotFoundError) as exc:
         print(f"tlab {args.command}: error: {exc}", file=sys.stderr)
         return 1
     finally:
+        sys.stdout, sys.stderr = streams
         if argv is None:  # the `tlab` command, a process of its own about to exit
             # Spare interpreter shutdown its walk over the whole heap (torch, nbgrader) with
             # the cyclic collector, for memory the OS takes back: 0.4 s of CPU for torch alone.

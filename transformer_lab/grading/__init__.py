@@ -1,18 +1,18 @@
-"""Course pipeline: author notebooks with tags, release them, grade submissions safely.
+"""The course's grader around nbgrader (the ``tlab`` command), laid out like its steps.
 
-    authoring   tags -> nbgrader metadata (``tlab author``; what each tag means: cell_tags)
-    release     solutions/ -> notebooks/ with nbgrader (``tlab release``)
-    autograde   ``tlab grade``: pre-flight, nbgrader autograde/feedback/export, status report
-    integrity   pre-flight of submissions: invalid files, deleted graded cells restored
-                (the repairs: notebook_repair)
-    execute     nbgrader Execute in the sandbox; graded cells decided by the judge
-    sandbox     one bubblewrap sandbox per kernel (its command line: bwrap)
-    judge       the graded cells' checks, run in the grading process (every point decided there)
-    remote      the student's functions in the kernel as local proxies (checks.engine.serve answers;
-                one call: remote_calls; the answers' codec: plain_data)
-    feedback    feedback preprocessors that keep hidden tests hidden
-    report      the per-assignment status CSV that never shows "could not grade" as 0
-    course      locating the course and running nbgrader in a child process
+    authoring/  the instructor's notebooks: tags -> nbgrader metadata, release (``tlab author``,
+                ``tlab release``)
+    autograde   ``tlab grade``: orders the run, step by step (below), and writes the report
+    course      locating the course; nbgrader in a child process (``run/driver.py``)
+    preflight/  1. a submission made safe to run: copied without links, repaired, or refused
+    run/        2. the submission run in a bubblewrap sandbox by lanes of grading processes
+    decide/     3. every point decided here, outside the kernel: the judge and its calls
+    scan/       the code scan: where a flag for a person is raised (never a lost point)
+    record/     4. the instructor's record: gradebook, review decisions, roster, feedback,
+                reports and LMS exports
 
-Nothing here is imported by ``import transformer_lab``; the CLI imports it lazily.
+Imports run one way: ``autograde`` and ``record`` may import any step; ``run`` imports
+``preflight``, ``decide`` and ``scan``; ``decide`` imports the checks (and so PyTorch);
+``preflight`` and ``scan`` import only the standard library and nbformat. Nothing here is
+imported by ``import transformer_lab``; the CLI imports it lazily.
 """

@@ -1,22 +1,22 @@
 """``tlab grade ASSIGNMENT``: autograde, feedback and export that always finish with a report.
 
-Steps (one nbgrader child process for all of them, see ``_driver``):
+Steps (one nbgrader child process for all of them, see ``run/driver.py``):
 
 1. Refresh the gradebook from ``solutions/`` (``generate_assignment`` into a temporary folder,
    so ``notebooks/`` is not touched; a warning if ``notebooks/`` is stale).
 2. For each submission in ``submitted/STUDENT/ASSIGNMENT/`` that is new or changed since it was
    last graded (all of them with ``--force``): pre-flight (invalid files reported, deleted cells
-   restored, see :mod:`.integrity`), then ``nbgrader autograde`` on the staged copy with
-   ``TLAB_GRADING=1``, a per-cell timeout and a per-submission budget (:mod:`.execute`), then
+   restored, see :mod:`.preflight.integrity`), then ``nbgrader autograde`` on the staged copy with
+   ``TLAB_GRADING=1``, a per-cell timeout and a per-submission budget (:mod:`.run.execute`), then
    ``nbgrader generate_feedback`` (hidden tests removed).
 3. ``nbgrader export`` to ``reports/nbgrader_grades.csv`` and our own report
-   ``reports/ASSIGNMENT_grades.csv`` with a status column (:mod:`.report`).
+   ``reports/ASSIGNMENT_grades.csv`` with a status column (:mod:`.record.report`).
 
 If the nbgrader process itself stops responding, it is killed, the student it was working on
-is reported, and a new process carries on with the others (:mod:`.lanes`). Grades of earlier
+is reported, and a new process carries on with the others (:mod:`.run.lanes`). Grades of earlier
 runs are kept: before a graded submission is regraded its autograded notebook and feedback are
 backed up, and restored if the regrade fails; each submission's event becomes its row of the
-report in :mod:`.outcome`.
+report in :mod:`.record.outcome`.
 """
 
 from __future__ import annotations
@@ -25,9 +25,10 @@ import secrets
 import shutil
 import tempfile
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from transformer_lab.grading.authoring.release import compare_trees
 from transformer_lab.grading.course import (
     CourseError,
     assignment_notebooks,
@@ -36,10 +37,9 @@ from transformer_lab.grading.course import (
     read_course_dirs,
     run_driver,
 )
-from transformer_lab.grading.database import check_driver_available, gradebook_url
-from transformer_lab.grading.integrity import fingerprint
-from transformer_lab.grading.lanes import Lanes, progress_bar
-from transformer_lab.grading.outcome import (
+from transformer_lab.grading.preflight.integrity import fingerprint
+from transformer_lab.grading.record.gradebook import check_driver_available, gradebook_url
+from transformer_lab.grading.record.outcome import (
     backup,
     classify_failure,
     restore,
@@ -47,9 +47,9 @@ from transformer_lab.grading.outcome import (
     timed_out,
     was_graded,
 )
-from transformer_lab.grading.parallel import run_lanes, save_merged, select_shard
-from transformer_lab.grading.release import compare_trees
-from transformer_lab.grading.report import NEEDS_REVIEW, GradingReport
+from transformer_lab.grading.record.report import NEEDS_REVIEW, GradingReport
+from transformer_lab.grading.run.lanes import Lanes, progress_bar
+from transformer_lab.grading.run.parallel import run_lanes, save_merged, select_shard
 from transformer_lab.threads import usable_cpus
 
 __all__ = ["GradeOptions", "grade", "classify_failure"]
@@ -72,104 +72,164 @@ class GradeOptions:
     shard: tuple[int, int] | None = None  # (K, N): only slice K of N of the class (parallel.py)
 
 
+@dataclass
+class _Plan:
+    """What one ``tlab grade`` run works on, filled step by step."""
+
+    root: Path
+    assignment: str
+    options: GradeOptions
+    dirs: dict
+    report: GradingReport
+    url: str = ""
+    course_id: str = ""
+    in_gradebook: set = field(default_factory=set)
+    todo: list = field(default_factory=list)
+    prints: dict = field(default_factory=dict)
+    staging_root: Path | None = None
+    backups: dict = field(default_factory=dict)
+    config: dict = field(default_factory=dict)
+    cell_timeout: int = 30
+    idle: float = 0.0
+
+    @property
+    def source(self) -> Path:
+        return self.root / self.dirs["source"] / self.assignment
+
+    @property
+    def submitted_root(self) -> Path:
+        return self.root / self.dirs["submitted"]
+
+
 def grade(root: Path, assignment: str, options: GradeOptions | None = None) -> GradingReport:
-    """Grade every new or changed submission of ``assignment``; return (and save) the report."""
-    options = options or GradeOptions()
-    root = Path(root).resolve()
+    """Grade every new or changed submission of ``assignment``; return (and save) the report.
+
+    The steps: which submissions (:func:`_plan`), the run's limits and secret
+    (:func:`_prepare`), the lanes that pre-flight, run and decide each one (:func:`_run`),
+    and the record (:func:`_record`).
+    """
+    plan = _plan(Path(root).resolve(), assignment, options or GradeOptions())
+    _prepare(plan)
+    lanes, other_events = _run(plan)
+    return _record(plan, lanes, other_events)
+
+
+def _plan(root: Path, assignment: str, options: GradeOptions) -> _Plan:
+    """The students asked for, the gradebook's state, and which submissions are new or changed."""
     dirs = read_course_dirs(root)
-    source = root / dirs["source"] / assignment
-    if not assignment_notebooks(source):
-        raise CourseError(f"expected the assignment's notebooks in {source}, but found none.")
-    submitted_root = root / dirs["submitted"]
-    report = GradingReport.load(root, assignment)
-    all_students = (
+    plan = _Plan(root, assignment, options, dirs, GradingReport.load(root, assignment))
+    if not assignment_notebooks(plan.source):
+        raise CourseError(f"expected the assignment's notebooks in {plan.source}, but found none.")
+    students = _students(plan)
+    plan.url = gradebook_url(root)
+    try:
+        check_driver_available(plan.url)
+    except ValueError as exc:
+        raise CourseError(str(exc)) from None
+    report = plan.report
+    plan.in_gradebook, plan.course_id = _gradebook_state(root, plan.url, assignment, report)
+    if plan.in_gradebook and any(r.status == NEEDS_REVIEW for r in report.students.values()):
+        # Reviews resolved in the formgrader since the last look become decisions now, before
+        # this run's flags are written (nbgrader's tables exist: it has graded here before).
+        from transformer_lab.grading.record.decisions import formgrader_resolutions
+
+        formgrader_resolutions(plan.url, plan.course_id, report)
+    # Which submissions need (re)grading? The gradebook decides what is graded already.
+    for sid in students:
+        plan.prints[sid] = fingerprint(plan.submitted_root / sid / assignment)
+        if (
+            options.force
+            or not was_graded(report, sid)
+            or report.students[sid].fingerprint != plan.prints[sid]
+            or sid not in plan.in_gradebook
+        ):
+            plan.todo.append(sid)
+    return plan
+
+
+def _students(plan: _Plan) -> list[str]:
+    """The class's submissions of the assignment, narrowed to ``--student`` and ``--shard``."""
+    submitted_root, assignment, options = plan.submitted_root, plan.assignment, plan.options
+    students = (
         sorted(p.name for p in submitted_root.iterdir() if (p / assignment).is_dir())
         if submitted_root.is_dir()
         else []
     )
     if options.students:
-        unknown = sorted(set(options.students) - set(all_students))
+        unknown = sorted(set(options.students) - set(students))
         if unknown:
             raise CourseError(
-                f"expected students with a folder {dirs['submitted']}/STUDENT/{assignment}, "
+                f"expected students with a folder {plan.dirs['submitted']}/STUDENT/{assignment}, "
                 f"but found none for {', '.join(unknown)}."
             )
-        all_students = [s for s in all_students if s in options.students]
-    all_students = select_shard(all_students, options.shard)
-    url = gradebook_url(root)
-    try:
-        check_driver_available(url)
-    except ValueError as exc:
-        raise CourseError(str(exc)) from None
-    in_gradebook, course_id = _gradebook_state(root, url, assignment, report)
-    if in_gradebook and any(r.status == NEEDS_REVIEW for r in report.students.values()):
-        # Reviews resolved in the formgrader since the last look become decisions now, before
-        # this run's flags are written (nbgrader's tables exist: it has graded here before).
-        from transformer_lab.grading.decisions import formgrader_resolutions
+        students = [s for s in students if s in options.students]
+    return select_shard(students, options.shard)
 
-        formgrader_resolutions(url, course_id, report)
 
-    # Which submissions need (re)grading? The gradebook decides what is graded already.
-    todo: list[str] = []
-    prints: dict[str, str] = {}
-    for sid in all_students:
-        prints[sid] = fingerprint(submitted_root / sid / assignment)
-        if (
-            options.force
-            or not was_graded(report, sid)
-            or report.students[sid].fingerprint != prints[sid]
-            or sid not in in_gradebook
-        ):
-            todo.append(sid)
-
-    tlab = root / ".tlab"
-    staging_root = tlab / "staging" / assignment / "submitted"
+def _prepare(plan: _Plan) -> None:
+    """Staging area, backups of grades about to be replaced, the sandbox, the run's config."""
+    root, options, report = plan.root, plan.options, plan.report
+    staging_root = root / ".tlab" / "staging" / plan.assignment / "submitted"
     if options.shard is not None:  # shards may share the course folder: one staging area each
         k, n = options.shard
         staging_root = staging_root.with_name(f"submitted-shard-{k}-of-{n}")
     if staging_root.exists():
         shutil.rmtree(staging_root)
-    backups = backup(root, dirs, assignment, [s for s in todo if was_graded(report, s)])
-
-    if options.sandbox and todo:
-        from transformer_lab.grading.sandbox import SandboxError, probe
-
-        try:
-            probe(root)
-        except SandboxError as exc:
-            raise CourseError(str(exc)) from None
-        from transformer_lab.grading.cpushare import cpu_share_backend
-
-        if cpu_share_backend() is None and options.jobs > 1 and len(todo) > 1:
-            report.warnings.append(
-                "no writable cgroup CPU controller: kernels graded at once share the CPUs "
-                "without a cap (each still uses only its share of threads, and a submission "
-                "that times out is regraded alone)"
-            )
-    config: dict = {
+    plan.staging_root = staging_root
+    regraded = [s for s in plan.todo if was_graded(report, s)]
+    plan.backups = backup(root, plan.dirs, plan.assignment, regraded)
+    if options.sandbox and plan.todo:
+        _probe_sandbox(plan)
+    plan.config = {
         "CourseDirectory.submitted_directory": str(staging_root.relative_to(root)),
         "GuardedExecute.sandbox": bool(options.sandbox),
         "GuardedExecute.course_root": str(root),
         # A new secret per run: the hidden cases' inputs cannot be known in advance. It stays
-        # in the grading processes, which run the checks (grading/judge.py); never in a kernel.
+        # in the grading processes, which run the checks (grading/decide/judge.py); never in a
+        # kernel.
         "GuardedExecute.hidden_secret": secrets.token_hex(16),
     }
     if options.timeout is not None:
-        config["Execute.timeout"] = int(options.timeout)
+        plan.config["Execute.timeout"] = int(options.timeout)
     if options.budget is not None:
-        config["GuardedExecute.hang_budget"] = float(options.budget)
+        plan.config["GuardedExecute.hang_budget"] = float(options.budget)
     if options.memory_mb is not None:
-        config["GuardedExecute.memory_mb"] = int(options.memory_mb)
-    cell_timeout = options.timeout or 30
+        plan.config["GuardedExecute.memory_mb"] = int(options.memory_mb)
+    plan.cell_timeout = options.timeout or 30
     budget = options.budget if options.budget is not None else 60.0
     # Every cell may use its whole time limit: a submission legitimately takes at most this.
-    idle = budget + (count_code_cells(source) + 2) * cell_timeout + 180.0
+    plan.idle = budget + (count_code_cells(plan.source) + 2) * plan.cell_timeout + 180.0
     if not options.sandbox:
         report.warnings.append(
             "graded WITHOUT the sandbox (--no-sandbox): student code ran with your rights and "
             "could read the solutions and change files and grades"
         )
 
+
+def _probe_sandbox(plan: _Plan) -> None:
+    """Stop before grading if bubblewrap cannot start; warn if kernels cannot get a CPU cap."""
+    from transformer_lab.grading.run.cpushare import cpu_share_backend
+    from transformer_lab.grading.run.sandbox import SandboxError, probe
+
+    try:
+        probe(plan.root)
+    except SandboxError as exc:
+        raise CourseError(str(exc)) from None
+    if cpu_share_backend() is None and plan.options.jobs > 1 and len(plan.todo) > 1:
+        plan.report.warnings.append(
+            "no writable cgroup CPU controller: kernels graded at once share the CPUs "
+            "without a cap (each still uses only its share of threads, and a submission "
+            "that times out is regraded alone)"
+        )
+
+
+def _run(plan: _Plan) -> tuple[Lanes, list[dict]]:
+    """Pre-flight, run and decide every submission to grade, in lanes of grading processes.
+
+    Returns the lanes (their per-student events) and the run's other events (release, export,
+    scores). Stops with :class:`CourseError` if the assignment cannot be loaded.
+    """
+    root, options, todo = plan.root, plan.options, plan.todo
     with tempfile.TemporaryDirectory(prefix="tlab-grade-") as tmp:
         (root / "reports").mkdir(exist_ok=True)
         one_lane = max(1, options.jobs) == 1 or len(todo) <= 1
@@ -184,65 +244,76 @@ def grade(root: Path, assignment: str, options: GradeOptions | None = None) -> G
         n_lanes = 1 if one_lane else max(1, min(options.jobs, len(todo)))
         lanes = Lanes(
             root=root,
-            assignment=assignment,
-            submitted_root=submitted_root,
-            staging_root=staging_root,
+            assignment=plan.assignment,
+            submitted_root=plan.submitted_root,
+            staging_root=plan.staging_root,
             release_dir=Path(tmp) / "release",
-            config=config,
+            config=plan.config,
             feedback=options.feedback,
             export_to=csv_path if nbgrader_csv and one_lane else None,
-            idle_timeout=idle,
+            idle_timeout=plan.idle,
             cpus=max(1.0, machine_cpus // n_lanes),
             progress=None if options.quiet else progress_bar(len(todo)),
         )
         run_lanes(lanes.after_load, todo, n_lanes)
         if n_lanes > 1 and not lanes.load_failed():
-            # A cell may have run out of time because the other lanes were busy: regrade those
-            # submissions again, one at a time with the whole machine, before a timeout counts.
-            again = [sid for sid in todo if timed_out(lanes.events_by_student.get(sid))]
-            if again:
-                lanes.cpus = machine_cpus
-                if lanes.progress is not None:
-                    lanes.progress.total += len(again)
-                for sid in again:
-                    lanes.events_by_student.pop(sid, None)
-                lanes.lane(again, False, threading.Event())
-                for sid in again:
-                    lanes.events_by_student.setdefault(sid, {}).update(regraded_alone=True)
+            _regrade_timeouts_alone(lanes, todo, machine_cpus)
         if not lanes.load_failed() and nbgrader_csv and not one_lane:
             # Every lane has finished: nbgrader's CSV of the whole class, in one more process.
-            events, _, _ = run_driver(
-                {
-                    "root": str(root),
-                    "ops": [{"op": "export", "to": str(csv_path)}],
-                    "config": config,
-                    "guarded": False,
-                }
-            )
+            job = {"ops": [{"op": "export", "to": str(csv_path)}], "guarded": False}
+            events, _, _ = run_driver({"root": str(root), "config": plan.config, **job})
             lanes.other_events.extend(events)
         if lanes.progress is not None:
             lanes.progress.close()
         if lanes.load_failed():
             gen = lanes.gen_events[-1] if lanes.gen_events else None
             detail = failure_detail(gen, (gen or {}).get("stderr", ""))
-            raise CourseError(f"could not load {assignment} into the gradebook:\n{detail[-3000:]}")
+            raise CourseError(
+                f"could not load {plan.assignment} into the gradebook:\n{detail[-3000:]}"
+            )
         other_events = lanes.other_events
         other_events.append(
             {"op": "scores", "scores": {**lanes.all_scores, **lanes.scores_by_student}}
         )
+        _warn_if_release_is_stale(plan, lanes.release_dir / plan.assignment)
+    return lanes, other_events
 
-        released_now = lanes.release_dir / assignment
-        diffs = (
-            compare_trees(released_now, root / dirs["release"] / assignment)
-            if released_now.is_dir()
-            else []
+
+def _regrade_timeouts_alone(lanes: Lanes, todo: list[str], machine_cpus: float) -> None:
+    """A cell may have run out of time because the other lanes were busy: regrade those
+    submissions again, one at a time with the whole machine, before a timeout counts."""
+    again = [sid for sid in todo if timed_out(lanes.events_by_student.get(sid))]
+    if not again:
+        return
+    lanes.cpus = machine_cpus
+    if lanes.progress is not None:
+        lanes.progress.total += len(again)
+    for sid in again:
+        lanes.events_by_student.pop(sid, None)
+    lanes.lane(again, False, threading.Event())
+    for sid in again:
+        lanes.events_by_student.setdefault(sid, {}).update(regraded_alone=True)
+
+
+def _warn_if_release_is_stale(plan: _Plan, released_now: Path) -> None:
+    """Warn when notebooks/ is not what solutions/ generates now."""
+    dirs, assignment = plan.dirs, plan.assignment
+    diffs = (
+        compare_trees(released_now, plan.root / dirs["release"] / assignment)
+        if released_now.is_dir()
+        else []
+    )
+    if diffs:
+        plan.report.warnings.append(
+            f"{dirs['release']}/{assignment} is not what {dirs['source']}/{assignment} generates "
+            f"now (students may have worked on a stale version): {diffs[0]}"
         )
-        if diffs:
-            report.warnings.append(
-                f"{dirs['release']}/{assignment} is not what {dirs['source']}/{assignment} generates now "
-                f"(students may have worked on a stale version): {diffs[0]}"
-            )
 
+
+def _record(plan: _Plan, lanes: Lanes, other_events: list[dict]) -> GradingReport:
+    """Each graded submission's event becomes its row; failed regrades keep their old grades;
+    flags reach the gradebook and decisions settle reviews; the report is saved."""
+    root, report = plan.root, plan.report
     scores = next((e.get("scores", {}) for e in reversed(other_events) if e["op"] == "scores"), {})
     export = next((e for e in other_events if e["op"] == "export"), None)
     if export is not None and not export.get("success"):
@@ -250,39 +321,35 @@ def grade(root: Path, assignment: str, options: GradeOptions | None = None) -> G
     max_score = next((s.get("max_score") for s in scores.values()), None)
     report.max_score = max_score if max_score is not None else report.max_score
 
-    for sid in todo:
+    for sid in plan.todo:
         event = lanes.events_by_student.get(sid, {"success": False, "error": "not processed"})
+        previous = report.students.get(sid)
         result = student_result(
-            sid,
-            event,
-            scores.get(sid, {}),
-            max_score,
-            prints[sid],
-            report.students.get(sid),
-            cell_timeout,
-        )
-        if not event.get("success") and sid in backups:
-            restore(root, dirs, assignment, sid, backups[sid])
+            sid, event, scores.get(sid, {}), max_score, plan.prints[sid], previous,
+            plan.cell_timeout,
+        )  # fmt: skip
+        if not event.get("success") and sid in plan.backups:
+            restore(root, plan.dirs, plan.assignment, sid, plan.backups[sid])
             result.notes.append("previous autograded notebook and feedback kept")
         report.students[sid] = result
         report.graded_now.append(sid)
-    for folder in backups.values():  # only this run's students: other shards keep theirs
+    for folder in plan.backups.values():  # only this run's students: other shards keep theirs
         shutil.rmtree(folder, ignore_errors=True)
-    from transformer_lab.grading.decisions import reviewed, sync_flags
+    from transformer_lab.grading.record.decisions import reviewed, sync_flags
 
     if report.graded_now:  # the formgrader's "Flagged?" column shows needs_review (decisions.py)
-        sync_flags(url, course_id, report, report.graded_now)
+        sync_flags(plan.url, plan.course_id, report, report.graded_now)
     save_merged(report, root)
-    if (in_gradebook or report.graded_now) and report.flagged:
-        report.reviewed = reviewed(url, course_id, report)  # a decision settles a review
+    if (plan.in_gradebook or report.graded_now) and report.flagged:
+        report.reviewed = reviewed(plan.url, plan.course_id, report)  # a decision settles a review
     return report
 
 
 def _gradebook_state(root: Path, url: str, assignment: str, report) -> tuple[set[str], str]:
     """(students graded in the gradebook, course id); warns when the gradebook URL changed."""
-    from transformer_lab.grading.database import graded_in_gradebook, redacted
-    from transformer_lab.grading.decisions import course_id_of
-    from transformer_lab.grading.export import _alembic_on_path
+    from transformer_lab.grading.record.decisions import course_id_of
+    from transformer_lab.grading.record.export import _alembic_on_path
+    from transformer_lab.grading.record.gradebook import graded_in_gradebook, redacted
 
     _alembic_on_path()
     course_id = course_id_of(root)

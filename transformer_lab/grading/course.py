@@ -1,7 +1,7 @@
 """Where the course lives on disk, and how to run nbgrader against it.
 
 The course directory is the folder holding ``nbgrader_config.py`` (the repository root for
-this course). nbgrader itself runs in a child process (:mod:`transformer_lab.grading._driver`)
+this course). nbgrader itself runs in a child process (:mod:`transformer_lab.grading.run.driver`)
 so that one slow, crashing or hanging student notebook can never take the ``tlab`` command
 down with it, and so that several nbgrader steps share one ~3 s start-up.
 """
@@ -112,30 +112,18 @@ def run_driver(
     """Run a list of nbgrader operations in one child process.
 
     Args:
-        job: ``{"root": ..., "config": {...overrides}, "ops": [...]}`` (see ``_driver``).
+        job: ``{"root": ..., "config": {...overrides}, "ops": [...]}`` (see ``run/driver.py``).
         on_event: called with every result as soon as the child reports it.
         env: extra environment variables for the child.
         idle_timeout: kill the child if it reports nothing for this many seconds.
     Returns:
         ``(events, returncode, stderr_tail)``; ``returncode`` is ``-9`` if the watchdog killed it.
     """
-    child_env = dict(os.environ)
-    child_env.update(env or {})
-    # The driver imports this package; make sure it resolves to the same copy as ours.
-    package_parent = str(Path(__file__).resolve().parents[2])
-    child_env["PYTHONPATH"] = os.pathsep.join(
-        [package_parent] + ([child_env["PYTHONPATH"]] if child_env.get("PYTHONPATH") else [])
-    )
-    # nbgrader runs the `alembic` command of its own environment to open the gradebook; when a
-    # venv's Python is called by path (`.venv/bin/tlab`, `make test`) that bin/ is not on PATH.
-    scripts_dir = str(Path(sys.executable).parent)
-    child_env["PATH"] = os.pathsep.join(
-        [scripts_dir] + ([child_env["PATH"]] if child_env.get("PATH") else [])
-    )
+    child_env = _driver_env(env)
     proc = subprocess.Popen(
         # Run by path, not with -m: the driver then imports transformer_lab (and torch) only
         # when it needs the grading guards, which saves seconds on every release.
-        [sys.executable, str(Path(__file__).with_name("_driver.py"))],
+        [sys.executable, str(Path(__file__).parent / "run" / "driver.py")],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -156,37 +144,61 @@ def run_driver(
     proc.stdin.close()
 
     events: list[dict] = []
-    killed = False
-    watchdog: threading.Timer | None = None
-
-    def kill() -> None:
-        nonlocal killed
-        killed = True
-        proc.kill()
-
-    def arm() -> None:
-        nonlocal watchdog
-        if watchdog is not None:
-            watchdog.cancel()
-        if idle_timeout:
-            watchdog = threading.Timer(idle_timeout, kill)
-            watchdog.daemon = True
-            watchdog.start()
-
-    arm()
+    watchdog = _Watchdog(proc, idle_timeout)
     for line in _lines(proc.stdout):
-        arm()
+        watchdog.arm()
         if not line.startswith("@@tlab "):
             continue  # anything else a library printed on stdout
         event = json.loads(line[len("@@tlab ") :])
         events.append(event)
         if on_event is not None:
             on_event(event)
-    if watchdog is not None:
-        watchdog.cancel()
+    watchdog.cancel()
     proc.wait()
     drainer.join(timeout=5)
-    return events, (-9 if killed else proc.returncode), "".join(stderr_chunks)
+    return events, (-9 if watchdog.killed else proc.returncode), "".join(stderr_chunks)
+
+
+def _driver_env(env: dict[str, str] | None) -> dict[str, str]:
+    """The grading process's environment: ours, ``env``, this package first, our scripts on PATH."""
+    child_env = dict(os.environ)
+    child_env.update(env or {})
+    # The driver imports this package; make sure it resolves to the same copy as ours.
+    package_parent = str(Path(__file__).resolve().parents[2])
+    child_env["PYTHONPATH"] = os.pathsep.join(
+        [package_parent] + ([child_env["PYTHONPATH"]] if child_env.get("PYTHONPATH") else [])
+    )
+    # nbgrader runs the `alembic` command of its own environment to open the gradebook; when a
+    # venv's Python is called by path (`.venv/bin/tlab`, `make test`) that bin/ is not on PATH.
+    scripts_dir = str(Path(sys.executable).parent)
+    child_env["PATH"] = os.pathsep.join(
+        [scripts_dir] + ([child_env["PATH"]] if child_env.get("PATH") else [])
+    )
+    return child_env
+
+
+class _Watchdog:
+    """Kills a process that reports nothing for ``idle_timeout`` seconds (re-armed per line)."""
+
+    def __init__(self, proc: subprocess.Popen, idle_timeout: float | None) -> None:
+        self.proc, self.idle_timeout, self.killed = proc, idle_timeout, False
+        self._timer: threading.Timer | None = None
+        self.arm()
+
+    def _kill(self) -> None:
+        self.killed = True
+        self.proc.kill()
+
+    def arm(self) -> None:
+        self.cancel()
+        if self.idle_timeout:
+            self._timer = threading.Timer(self.idle_timeout, self._kill)
+            self._timer.daemon = True
+            self._timer.start()
+
+    def cancel(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
 
 
 def _lines(stream) -> Iterator[str]:

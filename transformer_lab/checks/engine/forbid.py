@@ -5,7 +5,7 @@ used: the reference's ``__code__`` is swapped for one that raises :class:`Refere
 alias, ``from transformer_lab.attention import softmax as sm``, is caught), and a profile hook
 records any call into the reference's code or into PyTorch's built-in equivalent (so a copied
 function object is caught too). Each check lists what it forbids as :class:`Forbidden` items;
-the grader reads the same lists from the source (transformer_lab.grading.forbidden).
+the grader reads the same lists from the source (transformer_lab.grading.scan.forbidden).
 """
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ __all__ = [
 
 
 # Under ``tlab grade`` the checks run in the grader's own process
-# (transformer_lab.grading.judge) and call the student's function in the graded kernel through
+# (transformer_lab.grading.decide.judge) and call the student's function in the graded kernel through
 # transformer_lab.checks.engine.serve. In the kernel, :func:`arm` makes the public checks print that
 # the grader decides (so no reference value is computed where student code runs) and an audit
 # hook notes suspicious events, which the grader reads as review flags (:func:`findings`).

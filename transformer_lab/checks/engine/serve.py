@@ -1,7 +1,7 @@
 """The graded kernel's side of grading: run the student's code on what the grader sends.
 
 Under ``tlab grade`` the checks do not run in the student's kernel. The grader runs them in
-its own process (:mod:`transformer_lab.grading.judge`), and every time a check calls the
+its own process (:mod:`transformer_lab.grading.decide.judge`), and every time a check calls the
 student's function, the call is sent here as one silent request (not stored in the kernel's
 history): :func:`serve` unpickles the arguments (they come from the grader, never from the
 student), calls the student's object, and answers with plain data only (dtype, shape and
@@ -30,7 +30,9 @@ import torch
 from transformer_lab.checks.engine.forbid import Forbidden, ReferenceUsed, forbid
 from transformer_lab.checks.engine.grading_hooks import findings
 
-__all__ = ["serve"]
+__all__ = ["serve", "open_channel", "CHANNEL"]
+
+CHANNEL = "tlab.grader"  # the Jupyter comm target the grader's requests are sent to
 
 _HANDLES: dict[int, Any] = {}
 _BY_ID: dict[int, int] = {}  # id(object) -> its handle: the same object, the same handle
@@ -278,6 +280,25 @@ def _vjp(request: dict) -> dict:
     grads = torch.autograd.grad(out, leaves, grad_out, allow_unused=True)
     grads = [g if g is not None else torch.zeros_like(x) for g, x in zip(grads, leaves)]
     return {"out": _encode(grads)}
+
+
+def open_channel(kernel: Any) -> None:
+    """Answer the grader's requests on a comm target of ``kernel`` (called before any cell).
+
+    The request arrives as a ``comm_open`` message, never as an expression evaluated in the
+    notebook's namespace, so no name a notebook binds (``__import__``, ``sys.modules``, a
+    global) stands between the grader and :func:`serve`; ``answer`` is captured here, before
+    any of the student's code ran. The grader still trusts nothing it receives: the answer is
+    data to compare with what the grader computed.
+    """
+    answer = serve
+
+    def target(comm: Any, message: dict) -> None:
+        data = (message.get("content") or {}).get("data") or {}
+        comm.send({"r": answer(str(data.get("r", "")))})
+        comm.close()
+
+    kernel.comm_manager.register_target(CHANNEL, target)
 
 
 def serve(payload: str) -> str:
