@@ -180,3 +180,75 @@ def stop(proc: subprocess.Popen) -> None:
     log = getattr(proc, "log_file", None)
     if log is not None:
         log.close()
+
+
+def explorers_notebook(source: Path, dest_dir: Path) -> tuple[Path, int]:
+    """Write a copy of ``source`` with its set-up cells and every explorer cell (for the audit).
+
+    The same cells are kept as in :func:`explorer_notebook`, plus every cell that calls an
+    explorer; an explorer whose inputs the copy lacks shows its error, which the audit also reads.
+
+    Returns:
+        (path of the copy, number of code cells in it).
+    """
+    nb = nbformat.read(source, as_version=4)
+    code_cells = [c for c in nb.cells if c.cell_type == "code"]
+    answer_cells = [c for c in code_cells if c.metadata.get("nbgrader", {}).get("solution")]
+    answers = set().union(*(_names(c.source, defined=True) for c in answer_cells))
+    keep = []
+    for c in code_cells:
+        if EXPLORER_CALL.search(c.source) and not _is_graded_cell(c):
+            keep.append(c)
+        elif c in answer_cells:
+            if _only_definitions(c.source):
+                keep.append(c)
+        elif not _is_graded_cell(c) and not (_names(c.source, defined=False) & answers):
+            keep.append(c)
+    copy = nbformat.v4.new_notebook()
+    copy.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    copy.cells = [nbformat.v4.new_code_cell(c.source) for c in keep]
+    path = dest_dir / "explorers.ipynb"
+    nbformat.write(copy, path)
+    return path, len(copy.cells)
+
+
+def axe_script() -> Path:
+    """The axe-core script shipped by the ``axe-playwright-python`` package (dev extra)."""
+    import axe_playwright_python
+
+    return Path(axe_playwright_python.__file__).parent / "axe.min.js"
+
+
+# Run axe (WCAG 2.0/2.1 A and AA) on the page and attribute every failing node: "course" when
+# it sits in a cell's output (not the prompt), a widget view or the feedback page's content,
+# else "jupyterlab". Returns one row per (rule, origin) with its impact and node count.
+AXE_RUN = """async (courseSelector) => {
+  const results = await axe.run(document, {
+    runOnly: {type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa']},
+    elementRef: true, resultTypes: ['violations'],
+  });
+  const rows = {};
+  for (const v of results.violations) {
+    for (const node of v.nodes) {
+      const el = node.element;
+      const origin = el && el.closest && el.closest(courseSelector) ? 'course' : 'jupyterlab';
+      const key = v.id + '|' + origin;
+      rows[key] = rows[key] || {rule: v.id, impact: v.impact, origin, nodes: 0, targets: []};
+      rows[key].nodes += 1;
+      if (rows[key].targets.length < 3) rows[key].targets.push(node.target.join(' '));
+    }
+  }
+  return Object.values(rows);
+}"""
+COURSE_OUTPUT = ".jp-OutputArea-output, .jupyter-widgets, .tlab-explorer"
+
+
+def run_axe(page, course_selector: str = COURSE_OUTPUT) -> list[dict]:
+    """axe's violations on ``page``, attributed to the course's outputs or to the host page."""
+    if not page.evaluate("() => typeof window.axe !== 'undefined'"):
+        page.add_script_tag(path=str(axe_script()))
+    return page.evaluate(AXE_RUN, course_selector)

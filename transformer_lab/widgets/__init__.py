@@ -54,13 +54,18 @@ import importlib
 from typing import Any
 
 from transformer_lab.threads import ensure_threads_configured
+from transformer_lab.widgets import a11y as _a11y
 from transformer_lab.widgets._placeholder import GradingPlaceholder
 
 ensure_threads_configured()  # the course's thread count (transformer_lab.threads), once
+# Every figure a notebook shows gets a text alternative (issue 40; transformer_lab.widgets.a11y):
+# a display formatter, registered by name, so matplotlib is still not imported here.
+_a11y.install_figure_descriptions()
 
 # explorer name -> module that defines it; loaded on first attribute access (PEP 562).
 _EXPLORERS = {
     "bpe_explorer": "bpe",
+    "bigram_explorer": "bigram",
     "softmax_explorer": "softmax",
     "scaling_explorer": "scaling",
     "attention_explorer": "attention_maps",

@@ -27,17 +27,30 @@ from matplotlib.patches import Rectangle
 from PIL import Image as PILImage
 
 from transformer_lab.threads import torch_threads
+from transformer_lab.widgets.a11y import describe_figure
 
 __all__ = [
     "Explorer", "FigureView", "new_figure", "render_png", "encode_png", "set_bar_heights",
     "Rectangle", "widgets", "STYLE", "BLUE", "ORANGE", "GREY", "RED", "GREEN",
-    "diff_overlay", "set_diff", "bar_colors",
+    "diff_overlay", "set_diff", "bar_colors", "TEXT_OK", "TEXT_ERROR", "DIFFER_HATCH",
+    "DIFFER_MARKER", "add_colour_bars",
 ]  # fmt: skip
 
 DPI = 80  # ~800 px wide figures: sharp enough, and cheap to draw and encode
 STYLE = {"description_width": "initial"}  # never truncate a control's label
-BLUE, ORANGE, GREY, RED = "#1f77b4", "#ff7f0e", "#b0b0b0", "#d62728"
-GREEN = "#2ca02c"
+# The course's colours, in one place (issue 40): Okabe & Ito's colour-blind-safe palette
+# (transformer_lab.widgets.a11y.OKABE_ITO), each at >= 3:1 against white for lines and bars.
+# "Matches" (GREEN, bluish green) and "differs" (RED, vermillion) stay apart under
+# deuteranopia, and a differing bar or cell also carries a hatch or an X mark, and the readout
+# says it in words.
+BLUE = "#0072B2"  # blue, 5.2:1
+ORANGE = "#CC79A7"  # reddish purple, 3.1:1: the second series and highlight boxes
+GREY = "#767676"  # 4.5:1
+RED = "#D55E00"  # vermillion, 3.9:1: differs
+GREEN = "#009E73"  # bluish green, 3.4:1: matches
+TEXT_OK, TEXT_ERROR = "#1b6e1b", "#b3261e"  # readout text, >= 4.5:1 (AA)
+DIFFER_HATCH = "xxx"  # on a differing bar
+DIFFER_MARKER = "X"  # on a differing heat-map cell
 
 UpdateFn = Callable[[], tuple[dict[str, Any], str]]
 
@@ -115,6 +128,9 @@ class FigureView:
         for artist in artists:
             if artist.get_visible():
                 self.fig.draw_artist(artist)
+                marks = getattr(artist, "tlab_marks", None)  # a diff overlay's X marks
+                if marks is not None and marks.get_visible():
+                    self.fig.draw_artist(marks)
 
     def render_png(self) -> bytes:
         """Draw the current frame and return it as PNG bytes."""
@@ -174,13 +190,21 @@ class Explorer(widgets.VBox):
         update: UpdateFn,
         footer: str = "",
     ) -> None:
+        from transformer_lab.widgets.a11y import explorer_a11y_children
+
         image = widgets.Image(format="png", layout=widgets.Layout(max_width="100%", height="auto"))
         readout = widgets.HTML()
+        readout.add_class("tlab-readout")  # a polite live region (set by the a11y script)
         header = widgets.HTML(f"<b>{html.escape(title)}</b>")
         row = widgets.HBox(list(controls.values()), layout=widgets.Layout(flex_flow="row wrap"))
         footer_html = widgets.HTML(footer)
-        super().__init__(children=[header, row, readout, image, footer_html])
+        style, description, script = explorer_a11y_children()
+        super().__init__(
+            children=[header, row, readout, image, footer_html, description, style, script]
+        )
         self.footer = footer_html
+        self.description = description  # the figure's text alternative (visually hidden)
+        self.a11y_script = script
         self.add_class("tlab-explorer")
         self.controls = dict(controls)
         self.view = view
@@ -194,6 +218,7 @@ class Explorer(widgets.VBox):
         self._busy = False  # True while the update runs, so the controls it adjusts don't recurse
         for control in self.controls.values():
             control.observe(self._on_change, names="value")
+        add_colour_bars(self.figure)
         self.refresh()
         # Lay out once with constrained layout, then freeze it: re-solving the layout on every
         # redraw would double the cost of a slider step for no visible gain.
@@ -214,13 +239,14 @@ class Explorer(widgets.VBox):
                 state, readout = self._update()
         except Exception as err:
             message = f"{type(err).__name__}: {err}"
-            self.readout.value = f"<span style='color:{RED}'>{html.escape(message)}</span>"
+            self.readout.value = f"<span style='color:{TEXT_ERROR}'>{html.escape(message)}</span>"
             raise
         finally:
             self._busy = False
         self._state = state
         self.readout.value = readout
         self.image.value = self.view.render_png()
+        self.description.value = html.escape(describe_figure(self.figure))
         self.last_update_seconds = time.perf_counter() - start
         self.last_update_cpu_seconds = time.process_time() - start_cpu
 
@@ -244,17 +270,24 @@ class Explorer(widgets.VBox):
         self.refresh()
 
 
-_MARKS = {"red": (0.84, 0.15, 0.16, 0.45), "black": (0.0, 0.0, 0.0, 0.6)}
+_MARKS = {"red": (0.835, 0.369, 0.0, 0.45), "black": (0.0, 0.0, 0.0, 0.6)}
 
 
 def diff_overlay(ax: Any, shape: tuple[int, int], mark: str = "red", **imshow_kwargs: Any) -> Any:
-    """A transparent image over a heatmap; :func:`set_diff` paints the differing cells.
+    """A transparent image over a heatmap; :func:`set_diff` shades the differing cells and puts
+    an X on each (a shape, so colour is not the only sign).
 
-    ``mark`` is "red" (over blue maps) or "black" (over red-blue maps, where red would hide).
+    ``mark`` is "red" (vermillion, over blue maps) or "black" (over red-blue maps).
     """
     kwargs = {"interpolation": "nearest", "aspect": "auto", **imshow_kwargs}
     overlay = ax.imshow(np.zeros((*shape, 4)), **kwargs)
     overlay.tlab_mark = np.array(_MARKS[mark])
+    colour = RED if mark == "red" else "black"
+    marks = ax.scatter(
+        [], [], marker=DIFFER_MARKER, s=60, color=colour, edgecolors="white", linewidths=0.8
+    )
+    marks.set_animated(True)  # drawn with the overlay (FigureView._draw)
+    overlay.tlab_marks = marks
     return overlay
 
 
@@ -263,12 +296,33 @@ def set_diff(overlay: Any, differs: np.ndarray) -> None:
     rgba = np.zeros((*differs.shape, 4))
     rgba[differs] = overlay.tlab_mark
     overlay.set_data(rgba)
+    rows, cols = np.nonzero(differs)
+    overlay.tlab_marks.set_offsets(np.column_stack([cols, rows]) if len(rows) else np.empty((0, 2)))
 
 
 def bar_colors(bars: Any, differs: np.ndarray, same: str = GREEN, other: str = RED) -> None:
-    """Colour the student's bars: ``same`` where they match the reference, ``other`` where not."""
+    """Colour the student's bars: ``same`` where they match the reference, ``other`` (and a
+    hatch) where not."""
     for bar, d in zip(bars, differs):
         bar.set_color(other if d else same)
+        bar.set_hatch(DIFFER_HATCH if d else None)
+        if d:
+            bar.set_edgecolor("black")
+
+
+def add_colour_bars(fig: Figure) -> None:
+    """Give every heat map (a 2-D image with a colour map, not a grey picture) a colour bar."""
+    for ax in list(fig.axes):
+        if hasattr(ax, "_colorbar") or getattr(ax, "tlab_has_colour_bar", False):
+            continue
+        images = [
+            im
+            for im in ax.get_images()
+            if getattr(im.get_array(), "ndim", 0) == 2 and not im.get_cmap().name.startswith("gray")
+        ]
+        if images and ax.get_visible():
+            fig.colorbar(images[0], ax=ax, shrink=0.8, pad=0.02)
+            ax.tlab_has_colour_bar = True
 
 
 def set_bar_heights(bars: Any, heights: np.ndarray) -> None:

@@ -181,14 +181,18 @@ class Student:
             return ""
         passed, message = self.diagnosis
         message = message.removeprefix(f"check_{self.exercise}: ")
-        color = "#2a7d2a" if passed else "#d62728"
+        color = "#2a7d2a" if passed else "#b3261e"
         return (
             f"<div style='color:{color}'><b>check_{html.escape(self.exercise)}:</b> "
             f"{html.escape(message)}</div>"
         )
 
     def status(
-        self, n_differ: int, max_diff: float | None, what: str = "entries", mark: str = "in red"
+        self,
+        n_differ: int,
+        max_diff: float | None,
+        what: str = "entries",
+        mark: str = "in red with an X or a hatch",
     ) -> str:
         """One HTML line for the readout: the error, or how far the student's result is off.
 
@@ -198,13 +202,13 @@ class Student:
         if self.fn is None:
             return ""
         if self.error is not None:
-            return f"<br><span style='color:#d62728'>{html.escape(self.error)}</span>"
+            return f"<br><span style='color:#b3261e'>{html.escape(self.error)}</span>"
         if n_differ == 0:
             size = "" if max_diff is None else f" (max |difference| {max_diff:.1e})"
             return f"<br><span style='color:#2a7d2a'>yours matches the reference{size}.</span>"
         size = "" if max_diff is None else f" (max |difference| {max_diff:.3g})"
         return (
-            f"<br><span style='color:#d62728'>yours differs in {n_differ} {what}{size}, "
+            f"<br><span style='color:#b3261e'>yours differs in {n_differ} {what}{size}, "
             f"marked {mark}.</span>"
         )
 

@@ -148,7 +148,7 @@ def attention_explorer(
         )
         im_yours = _heatmap(ax_yours, T, T, tokens, tokens)
         ax_yours.set_ylabel("")
-        ax_yours.set_title(f"yours ({student.name}); red = differs")
+        ax_yours.set_title(f"yours ({student.name}); red X or hatch = differs")
         overlay = ui.diff_overlay(ax_yours, (T, T))
     else:
         fig, (ax_map, ax_row, ax_out) = ui.new_figure(

@@ -99,7 +99,7 @@ def cross_attention_explorer(
     row_title = axes[1].set_title(" ", fontsize=10)
     view.animate(im, pad_shade, row_box, list(bars), row_title)
     if student:
-        im_yours = heatmap(axes[2], "yours; red = differs")
+        im_yours = heatmap(axes[2], "yours; red X or hatch = differs")
         overlay = ui.diff_overlay(axes[2], (T, S))
         view.animate(im_yours, overlay)
 

@@ -168,7 +168,7 @@ def heads_explorer(
             else:
                 im_yours.set_data(np.full((T, T), np.nan))
             ui.set_diff(overlay, differs[h])
-            yours_title.set_text(f"yours, head {h}; red = differs")
+            yours_title.set_text(f"yours, head {h}; red X or hatch = differs")
         readout = (
             f"H = {H} heads × D = {C // H} features = C = {C}; parameters: {n_params} for every H "
             f"(4·C² + 4·C). Rows of every head sum to 1."
