@@ -26,9 +26,9 @@ import torch
 from torch import Tensor
 
 from transformer_lab.checks.engine import diagnose as _diagnose
-from transformer_lab.checks.engine.expect import ExpectMixin, _clone
+from transformer_lab.checks.engine.expect import ExpectMixin, _clone, input_change, snapshot
 from transformer_lab.checks.engine.forbid import Forbidden, ReferenceUsed, forbid
-from transformer_lab.checks.engine.guards import TRUSTED, verify
+from transformer_lab.checks.engine.guards import verify
 from transformer_lab.checks.engine.messages import (
     CheckFailed,
     common_error_hint,
@@ -36,6 +36,7 @@ from transformer_lab.checks.engine.messages import (
     generator,
     kind_of,
     shape_of,
+    stub_left,
 )
 
 __all__ = [
@@ -87,14 +88,6 @@ class Mistake:
     message: str
     compute: Callable[..., Any]
     softmax: bool = False
-
-
-def _same_value(a: Any, b: Any) -> bool:
-    if TRUSTED.is_tensor(a) and TRUSTED.is_tensor(b):
-        return a.shape == b.shape and a.dtype == b.dtype and TRUSTED.equal(a, b)
-    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
-        return len(a) == len(b) and all(_same_value(x, y) for x, y in zip(a, b))
-    return True
 
 
 def _param_names(fn: Any, n: int) -> list[str]:
@@ -193,7 +186,7 @@ class Runner(ExpectMixin):
         self.n_cases += 1
         self.outputs = (None, case.data.get("expected"))
         args, kwargs = _clone(case.args), _clone(case.kwargs)
-        before_args, before_kwargs = _clone(args), _clone(kwargs)
+        before_args, before_kwargs = snapshot(args), snapshot(kwargs)
         out, error, calls = self.attempt(args, kwargs)
         if calls:
             self.fail(
@@ -202,11 +195,7 @@ class Runner(ExpectMixin):
                 case,
             )
         if isinstance(error, NotImplementedError):
-            self.fail(
-                "not implemented yet: replace `raise NotImplementedError()` with your code "
-                "(between the ### BEGIN/END SOLUTION lines in the solution notebook).",
-                case,
-            )
+            self.fail(stub_left(getattr(self.fn, "__name__", "")), case)
         if error is not None:
             hint = self.error_hint(error, case) if self.error_hint else ""
             hint = hint or common_error_hint(error)
@@ -218,21 +207,12 @@ class Runner(ExpectMixin):
                 named=bool(hint),
             )
         names = _param_names(self.fn, len(args))
-        for name, now, then in zip(names, args, before_args):
-            if not _same_value(now, then):
-                self.fail(
-                    f"your function changed its input `{name}` in place (e.g. `x -= ...`, "
-                    f"`x.masked_fill_(...)` or `seq.append(...)`); work on new tensors or copies so "
-                    f"the caller's data stays intact.",
-                    case,
-                )
-        for key in kwargs:
-            if not _same_value(kwargs[key], before_kwargs[key]):
-                self.fail(
-                    f"your function changed its input `{key}` in place; work on new tensors "
-                    f"instead.",
-                    case,
-                )
+        keys = list(kwargs)
+        change = input_change(names, args, before_args) or input_change(
+            keys, [kwargs[k] for k in keys], [before_kwargs[k] for k in keys]
+        )
+        if change:
+            self.fail(change, case)
         self.outputs = (out, case.data.get("expected"))
         return out
 
