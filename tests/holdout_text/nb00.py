@@ -13,7 +13,7 @@ MISTAKES: list[Mistake] = []
 CORRECT: list[Mistake] = []
 wrong = collector(MISTAKES, "00")
 right = collector(CORRECT, "00")
-NAMED_AT_LEAST = 0.0  # set after the first measurement
+NAMED_AT_LEAST = 0.84  # measured: 42 of 50 named
 
 
 # Helpers: correct pieces the later wrong variants build on.
@@ -80,7 +80,7 @@ def pairs_counted_once_per_word(words):
     return counts
 
 
-@wrong("count_pairs", "last|off-by-one|off by one|miss|end")
+@wrong("count_pairs", "last|off-by-one|off by one|miss|at the end|the end")
 def pairs_range_stops_one_early(words):
     counts = {}
     for word, c in words.items():
@@ -203,7 +203,7 @@ def merge_either_order(ids, pair, new_id):
     return out
 
 
-@wrong("merge_pair", "every|all|first|occurrence|only one")
+@wrong("merge_pair", "every|each|first|occurrence|only one")
 def merge_only_first_occurrence(ids, pair, new_id):
     for i in range(len(ids) - 1):
         if ids[i] == pair[0] and ids[i + 1] == pair[1]:
@@ -211,7 +211,7 @@ def merge_only_first_occurrence(ids, pair, new_id):
     return list(ids)
 
 
-@wrong("merge_pair", "last|drop|lost|length|end|miss")
+@wrong("merge_pair", "last|drop|lost|length|at the end|the end|miss")
 def merge_drops_final_token(ids, pair, new_id):
     out, i = [], 0
     while i < len(ids) - 1:
@@ -265,12 +265,12 @@ def train_ties_to_first_seen(text, n_merges):
     return _train(text, n_merges, pick=lambda c: max(c, key=c.get))
 
 
-@wrong("train_merges", "256|id|new token|off")
+@wrong("train_merges", "256|new id|token id|new token|off-by-one|off by one|offset")
 def train_new_ids_from_255(text, n_merges):
     return _train(text, n_merges, first_id=255)
 
 
-@wrong("train_merges", "256|id|new token|off")
+@wrong("train_merges", "256|new id|token id|new token|off-by-one|off by one|offset")
 def train_new_ids_from_257(text, n_merges):
     return _train(text, n_merges, first_id=257)
 
@@ -288,20 +288,6 @@ def train_does_not_stop(text, n_merges):
     merges = []
     for i in range(n_merges):
         counts = _count(words)
-        pair = min(counts, key=lambda p: (-counts[p], p))
-        merges.append(pair)
-        words = {tuple(_merge(list(w), pair, 256 + i)): c for w, c in words.items()}
-    return merges
-
-
-@wrong("train_merges", "add|sum|equal|combin|count")
-def train_equal_words_overwrite(text, n_merges):
-    words = bpe.word_counts(text)
-    merges = []
-    for i in range(n_merges):
-        counts = _count(words)
-        if not counts:
-            break
         pair = min(counts, key=lambda p: (-counts[p], p))
         merges.append(pair)
         words = {tuple(_merge(list(w), pair, 256 + i)): c for w, c in words.items()}
@@ -394,7 +380,7 @@ def encode_merges_reversed(text, merges):
     return out
 
 
-@wrong("bpe_encode", "256|id|off")
+@wrong("bpe_encode", "256|new id|token id|off-by-one|off by one|offset")
 def encode_ids_from_255(text, merges):
     return [t for w in bpe.split_words(text) for t in _encode_word(list(w.encode()), merges, 255)]
 
@@ -432,7 +418,7 @@ def encode_latin1_bytes(text, merges):
     ]
 
 
-@wrong("bpe_encode", "every|all|first|once|each merge")
+@wrong("bpe_encode", "every|each|first|once|each merge")
 def encode_each_merge_only_first_occurrence(text, merges):
     return [
         t
@@ -478,7 +464,7 @@ def decode_right_before_left(ids, merges):
     return b"".join(table[i] for i in ids).decode("utf-8", errors="replace")
 
 
-@wrong("bpe_decode", "256|id|off")
+@wrong("bpe_decode", "256|new id|token id|off-by-one|off by one|offset")
 def decode_ids_from_255(ids, merges):
     table = _token_bytes(merges)
     table = table[:255] + table[256:] + [b"?"]
@@ -521,9 +507,9 @@ def decode_recursive(ids, merges):
 
 
 # ---------------------------------------------------------------- one_hot_embed
-@wrong("one_hot_embed", "num_classes|vocab|V|width|size")
+@wrong("one_hot_embed", "num_classes|vocab|width|size")
 def embed_one_hot_without_num_classes(ids, w_emb):
-    return F.one_hot(ids).to(w_emb.dtype) @ w_emb[: int(ids.max()) + 1]
+    return F.one_hot(ids).to(w_emb.dtype) @ w_emb
 
 
 @wrong("one_hot_embed", "grad|detach")

@@ -11,7 +11,7 @@ MISTAKES: list[Mistake] = []
 CORRECT: list[Mistake] = []
 wrong = collector(MISTAKES, "01")
 right = collector(CORRECT, "01")
-NAMED_AT_LEAST = 0.0  # set after the first measurement
+NAMED_AT_LEAST = 1.0  # measured: 45 of 45 named
 
 
 def _softmax(x, dim=-1):
@@ -31,7 +31,7 @@ def _attend(q, k, v, mask=None, scale=None, dim=-1):
 
 
 # ---------------------------------------------------------------- softmax
-@wrong("softmax", "overflow|stab|max|inf|nan|large")
+@wrong("softmax", "overflow|stab|max|-inf|infinit|nan|large")
 def softmax_without_max_shift(x, dim=-1):
     e = torch.exp(x)
     return e / e.sum(dim=dim, keepdim=True)
@@ -48,7 +48,7 @@ def softmax_shift_by_global_max(x, dim=-1):
     return e / e.sum(dim=dim, keepdim=True)
 
 
-@wrong("softmax", "max|min|overflow|stab")
+@wrong("softmax", "max|minimum|min(|overflow|stab")
 def softmax_shift_by_min(x, dim=-1):
     e = torch.exp(x - x.amin(dim=dim, keepdim=True))
     return e / e.sum(dim=dim, keepdim=True)
@@ -89,13 +89,13 @@ def softmax_max_without_keepdim(x, dim=-1):
     return e / e.sum(dim=dim)
 
 
-@wrong("softmax", "log")
+@wrong("softmax", "log-prob|log prob|log_softmax|log-softmax|log softmax|logarithm")
 def softmax_returns_log_probs(x, dim=-1):
     m = x.amax(dim=dim, keepdim=True)
     return x - m - torch.log(torch.exp(x - m).sum(dim=dim, keepdim=True))
 
 
-@wrong("softmax", "sum|normali|divid|one|1")
+@wrong("softmax", "sum|normali|divid")
 def softmax_not_normalised(x, dim=-1):
     return torch.exp(x - x.amax(dim=dim, keepdim=True))
 
@@ -134,7 +134,7 @@ def sdpa_scaled_by_value_width(q, k, v, mask=None):
     return _attend(q, k, v, mask, scale=math.sqrt(v.shape[-1]))
 
 
-@wrong("scaled_dot_product_attention", "scale|sqrt|key|S|length")
+@wrong("scaled_dot_product_attention", "scale|sqrt|key|length")
 def sdpa_scaled_by_key_count(q, k, v, mask=None):
     return _attend(q, k, v, mask, scale=math.sqrt(k.shape[-2]))
 
@@ -166,7 +166,7 @@ def sdpa_mask_after_softmax(q, k, v, mask=None):
     return w @ v, w
 
 
-@wrong("scaled_dot_product_attention", "mask|-inf|inf|zero|0")
+@wrong("scaled_dot_product_attention", "mask|-inf|infinit|zero")
 def sdpa_mask_fills_zero(q, k, v, mask=None):
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
     if mask is not None:
@@ -251,7 +251,7 @@ def self_attention_divided_by_d(x, w_q, w_k, w_v):
     return _attend(x @ w_q, x @ w_k, x @ w_v, scale=w_q.shape[1])
 
 
-@wrong("self_attention", "scale|sqrt|width|c|d")
+@wrong("self_attention", "scale|sqrt|width")
 def self_attention_scaled_by_model_width(x, w_q, w_k, w_v):
     return _attend(x @ w_q, x @ w_k, x @ w_v, scale=math.sqrt(x.shape[-1]))
 
@@ -289,59 +289,59 @@ def self_attention_with_einsum(x, w_q, w_k, w_v):
 
 @right("self_attention")
 def self_attention_stacked_weights(x, w_q, w_k, w_v):
-    d = w_q.shape[1]
-    qkv = x @ torch.cat([w_q, w_k, w_v], dim=1)  # (..., T, 3D)
-    q, k, v = qkv.split(d, dim=-1)
+    sizes = [w_q.shape[1], w_k.shape[1], w_v.shape[1]]
+    qkv = x @ torch.cat([w_q, w_k, w_v], dim=1)  # (..., T, 2D + Dv)
+    q, k, v = qkv.split(sizes, dim=-1)
     return _attend(q, k, v)
 
 
 # ---------------------------------------------------------------- self_attention_macs
-@wrong("self_attention_macs", "projection|w_q|3|three")
+@wrong("self_attention_macs", "projection|w_q|three")
 def macs_without_projections(T, C, D):
     return 2 * T * T * D
 
 
-@wrong("self_attention_macs", "projection|3|three")
+@wrong("self_attention_macs", "projection|three")
 def macs_two_projections(T, C, D):
     return 2 * T * C * D + 2 * T * T * D
 
 
-@wrong("self_attention_macs", "projection|3|three")
+@wrong("self_attention_macs", "projection|three")
 def macs_one_projection(T, C, D):
     return T * C * D + 2 * T * T * D
 
 
-@wrong("self_attention_macs", "two|2|product|av|output")
+@wrong("self_attention_macs", "two products|both products|product|output")
 def macs_one_attention_product(T, C, D):
     return 3 * T * C * D + T * T * D
 
 
-@wrong("self_attention_macs", "d|c|width|head")
+@wrong("self_attention_macs", "width|head")
 def macs_scores_with_model_width(T, C, D):
     return 3 * T * C * D + 2 * T * T * C
 
 
-@wrong("self_attention_macs", "d|c|width|head")
+@wrong("self_attention_macs", "width|head")
 def macs_projections_square(T, C, D):
     return 3 * T * C * C + 2 * T * T * D
 
 
-@wrong("self_attention_macs", "int|type|float")
+@wrong("self_attention_macs", "integer|python int|type|float")
 def macs_as_float(T, C, D):
     return 3.0 * T * C * D + 2.0 * T**2 * D
 
 
-@wrong("self_attention_macs", "flop|twice|double|2|multiply-add")
+@wrong("self_attention_macs", "flop|twice|double|multiply-add")
 def macs_counted_as_flops(T, C, D):
     return 2 * (3 * T * C * D + 2 * T * T * D)
 
 
-@wrong("self_attention_macs", "softmax|scale|extra|not")
+@wrong("self_attention_macs", "softmax|scale|extra")
 def macs_with_softmax(T, C, D):
     return 3 * T * C * D + 2 * T * T * D + 2 * T * T
 
 
-@wrong("self_attention_macs", "t|quadratic|square|length")
+@wrong("self_attention_macs", "quadratic|square|length|t^2|t²|t * t")
 def macs_attention_linear_in_T(T, C, D):
     return 3 * T * C * D + 2 * T * D
 

@@ -13,7 +13,7 @@ MISTAKES: list[Mistake] = []
 CORRECT: list[Mistake] = []
 wrong = collector(MISTAKES, "02")
 right = collector(CORRECT, "02")
-NAMED_AT_LEAST = 0.0  # set after the first measurement
+NAMED_AT_LEAST = 1.0  # measured: 39 of 39 named
 
 
 def _split(x, h):
@@ -75,7 +75,7 @@ def split_error_without_numbers(x, n_heads):
     return x.view(b, t, n_heads, c // n_heads).transpose(1, 2)
 
 
-@wrong("split_heads", "n_heads|head|width|h|d")
+@wrong("split_heads", "n_heads|head|width")
 def split_n_heads_as_head_width(x, n_heads):
     b, t, c = x.shape
     if c % n_heads:
@@ -126,7 +126,7 @@ def merge_channels_interleaved(x):
     return x.permute(0, 2, 3, 1).reshape(b, t, h * d)
 
 
-@wrong("merge_heads", "sum|concat|shape|add")
+@wrong("merge_heads", "sum|concat|shape|added|adding")
 def merge_by_summing(x):
     return x.sum(dim=1)
 
@@ -136,12 +136,12 @@ def merge_by_averaging(x):
     return x.mean(dim=1)
 
 
-@wrong("merge_heads", "shape|reshape|flatten|4")
+@wrong("merge_heads", "shape|reshape|flatten")
 def merge_without_reshape(x):
     return x.transpose(1, 2).contiguous()
 
 
-@wrong("merge_heads", "shape|order|t|h")
+@wrong("merge_heads", "shape|order")
 def merge_unpacks_wrong_order(x):
     b, t, h, d = x.shape  # the axes are (B, H, T, D)
     return x.transpose(1, 2).reshape(b, t, h * d)
@@ -176,12 +176,12 @@ def _mha(x_q, x_kv, w_q, w_k, w_v, w_o, n_heads, mask=None, split=_split, scale=
     return _merge(out) @ w_o, w
 
 
-@wrong("multi_head_attention", "sqrt|scale|head width|d_model|c|d")
+@wrong("multi_head_attention", "sqrt|scale|head width|d_model")
 def mha_scaled_by_model_width(x_q, x_kv, w_q, w_k, w_v, w_o, n_heads, mask=None):
     return _mha(x_q, x_kv, w_q, w_k, w_v, w_o, n_heads, mask, scale=math.sqrt(x_q.shape[-1]))
 
 
-@wrong("multi_head_attention", "w_o|output projection|out")
+@wrong("multi_head_attention", "w_o|output projection|out_proj")
 def mha_without_output_projection(x_q, x_kv, w_q, w_k, w_v, w_o, n_heads, mask=None):
     out, w = _mha(x_q, x_kv, w_q, w_k, w_v, torch.eye(w_o.shape[0]), n_heads, mask)
     return out, w

@@ -11,7 +11,7 @@ MISTAKES: list[Mistake] = []
 CORRECT: list[Mistake] = []
 wrong = collector(MISTAKES, "03")
 right = collector(CORRECT, "03")
-NAMED_AT_LEAST = 0.0  # set after the first measurement
+NAMED_AT_LEAST = 0.97  # measured: 36 of 37 named
 
 
 def _theta(c, base=10000.0, step=2, dtype=torch.float32):
@@ -48,7 +48,7 @@ def pe_exponent_doubled_even_index(n_positions, d_model, base=10000.0):
     return _pe(n_positions, d_model, base ** (-2 * idx / d_model))
 
 
-@wrong("sinusoidal_encoding", "sin|cos|swap|even|odd")
+@wrong("sinusoidal_encoding", "sine|sin(|sin |cos|swap|even|odd")
 def pe_cos_in_even_channels(n_positions, d_model, base=10000.0):
     _odd(d_model)
     return _pe(n_positions, d_model, _theta(d_model, base), sin_even=False)
@@ -75,7 +75,7 @@ def pe_in_float64(n_positions, d_model, base=10000.0):
     )
 
 
-@wrong("sinusoidal_encoding", "position 0|start|off-by-one|off by one|first|shift|0")
+@wrong("sinusoidal_encoding", "position 0|start|off-by-one|off by one|first|shift")
 def pe_positions_from_one(n_positions, d_model, base=10000.0):
     _odd(d_model)
     return _pe(n_positions, d_model, _theta(d_model, base), first=1)
@@ -161,7 +161,7 @@ def shift_ignores_base(k, d_model, base=10000.0):
     return _shift(k, d_model)
 
 
-@wrong("shift_matrix", "k|offset|angle|shift")
+@wrong("shift_matrix", "offset|angle|shift")
 def shift_forgets_k(k, d_model, base=10000.0):
     return _shift(1, d_model, base)
 
@@ -179,14 +179,14 @@ def shift_blocks_in_halves(k, d_model, base=10000.0):
     return m.float()
 
 
-@wrong("shift_matrix", "sin|off-diagonal|rotation|orthogonal")
+@wrong("shift_matrix", "sine|sin(|sin |off-diagonal|rotation|orthogonal")
 def shift_only_cosines(k, d_model, base=10000.0):
     _odd(d_model)
     a = k * _theta(d_model, base, dtype=torch.float64)
     return torch.diag(torch.cos(a).repeat_interleave(2)).float()
 
 
-@wrong("shift_matrix", "negative|sign|direction|abs")
+@wrong("shift_matrix", "negative|sign|direction|absolute|abs(")
 def shift_uses_abs_offset(k, d_model, base=10000.0):
     return _shift(abs(k), d_model, base)
 
@@ -215,7 +215,7 @@ def offset_exponent_i_over_c(k, d_model, base=10000.0):
     return _offset(k, d_model, theta=th).sum(-1).float()
 
 
-@wrong("offset_dot_product", "c/2|pair|half|twice|double|2")
+@wrong("offset_dot_product", "c/2|pair|half|twice|double")
 def offset_sums_over_all_channels(k, d_model, base=10000.0):
     return (2 * _offset(k, d_model, base).sum(-1)).float()
 
@@ -230,7 +230,7 @@ def offset_mean_over_pairs(k, d_model, base=10000.0):
     return _offset(k, d_model, base).mean(-1).float()
 
 
-@wrong("offset_dot_product", "cos|sin")
+@wrong("offset_dot_product", "cos|sine|sin(|sin ")
 def offset_with_sine(k, d_model, base=10000.0):
     th = _theta(d_model, base, dtype=torch.float64)
     return torch.sin(k.unsqueeze(-1).double() * th).sum(-1).float()
@@ -285,7 +285,7 @@ def rope_exponent_i_over_d(x, base=10000.0):
     return _rope(x, base, theta=_theta(x.shape[-1], base, step=1, dtype=torch.float64))
 
 
-@wrong("apply_rope", "position 0|start|off-by-one|off by one|first|0")
+@wrong("apply_rope", "position 0|start|off-by-one|off by one|first")
 def rope_positions_from_one(x, base=10000.0):
     return _rope(x, base, first=1)
 
@@ -317,7 +317,7 @@ def rope_accepts_odd_width(x, base=10000.0):
     return torch.cat([_rope(x[..., :-1], base), x[..., -1:]], dim=-1)
 
 
-@wrong("apply_rope", "position|axis|dim|t|batch|leading")
+@wrong("apply_rope", "position|axis|dim|batch|leading")
 def rope_positions_along_first_axis(x, base=10000.0):
     d = x.shape[-1]
     _odd(d)

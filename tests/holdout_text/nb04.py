@@ -13,7 +13,7 @@ MISTAKES: list[Mistake] = []
 CORRECT: list[Mistake] = []
 wrong = collector(MISTAKES, "04")
 right = collector(CORRECT, "04")
-NAMED_AT_LEAST = 0.0  # set after the first measurement
+NAMED_AT_LEAST = 0.88  # measured: 40 of 45 named
 
 
 # ---------------------------------------------------------------- causal_mask
@@ -22,7 +22,7 @@ def causal_upper_triangle(T):
     return torch.ones(T, T, dtype=torch.bool).triu()
 
 
-@wrong("causal_mask", "diagonal|itself|own")
+@wrong("causal_mask", "diagonal|itself")
 def causal_without_diagonal(T):
     return torch.ones(T, T, dtype=torch.bool).tril(-1)
 
@@ -42,7 +42,7 @@ def causal_sees_next_token(T):
     return torch.ones(T, T, dtype=torch.bool).tril(1)
 
 
-@wrong("causal_mask", "bool|dtype|int|long")
+@wrong("causal_mask", "bool|dtype|integer|python int|long")
 def causal_integer_comparison(T):
     i = torch.arange(T)
     return (i[None, :] <= i[:, None]).long()
@@ -114,7 +114,7 @@ def leaks_compares_later_positions(attend, T, C, seed=0):
     return False
 
 
-@wrong("future_leaks", "every|each|all|last|position")
+@wrong("future_leaks", "every|each|last|position")
 def leaks_changes_only_last_token(attend, T, C, seed=0):
     gen = torch.Generator().manual_seed(seed)
     x = torch.randn(T, C, generator=gen)
@@ -123,7 +123,7 @@ def leaks_changes_only_last_token(attend, T, C, seed=0):
     return not torch.equal(attend(y)[: T - 1], attend(x)[: T - 1])
 
 
-@wrong("future_leaks", "every|each|all|first|position")
+@wrong("future_leaks", "every|each|first|position")
 def leaks_changes_only_first_token(attend, T, C, seed=0):
     gen = torch.Generator().manual_seed(seed)
     x = torch.randn(T, C, generator=gen)
@@ -182,7 +182,7 @@ def leaks_answer_inverted(attend, T, C, seed=0):
     return True
 
 
-@wrong("future_leaks", "every|each|position|earlier|all")
+@wrong("future_leaks", "every|each|position|earlier")
 def leaks_looks_at_position_zero_only(attend, T, C, seed=0):
     gen = torch.Generator().manual_seed(seed)
     x = torch.randn(T, C, generator=gen)
@@ -252,12 +252,12 @@ def padding_float_mask(lengths, S):
     return _pad(lengths, S).float()
 
 
-@wrong("padding_mask", "s|padded length|shape|length|longest")
+@wrong("padding_mask", "padded length|shape|length|longest")
 def padding_uses_longest_length(lengths, S):
     return _pad(lengths, int(lengths.max()))
 
 
-@wrong("padding_mask", "left|end|right|start|front")
+@wrong("padding_mask", "left|at the end|the end|right|start|front")
 def padding_at_the_front(lengths, S):
     return (torch.arange(S)[None, :] >= S - lengths[:, None])[:, None, None, :]
 
@@ -298,14 +298,14 @@ def _check(max_len):
         raise ValueError(f"max_len must be at least 1, got {max_len}")
 
 
-@wrong("pad_and_truncate", "first|last|truncat|keep|end")
+@wrong("pad_and_truncate", "first|last|truncat|keep|at the end|the end")
 def pad_keeps_last_tokens(sequences, max_len, pad_id):
     _check(max_len)
     rows = [list(s)[-max_len:] if len(s) > max_len else list(s) for s in sequences]
     return _batch(rows, pad_id), torch.tensor([len(r) for r in rows], dtype=torch.long)
 
 
-@wrong("pad_and_truncate", "longest|max_len|width|shape|l|pad")
+@wrong("pad_and_truncate", "longest|max_len|width|shape|pad")
 def pad_always_to_max_len(sequences, max_len, pad_id):
     _check(max_len)
     rows = [list(s)[:max_len] for s in sequences]
@@ -319,7 +319,7 @@ def pad_lengths_before_truncation(sequences, max_len, pad_id):
     return _batch(rows, pad_id), torch.tensor([len(s) for s in sequences], dtype=torch.long)
 
 
-@wrong("pad_and_truncate", "end|left|front|start|right")
+@wrong("pad_and_truncate", "at the end|the end|left|front|start|right")
 def pad_at_the_front(sequences, max_len, pad_id):
     _check(max_len)
     rows = [list(s)[:max_len] for s in sequences]

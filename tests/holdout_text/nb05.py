@@ -13,7 +13,7 @@ MISTAKES: list[Mistake] = []
 CORRECT: list[Mistake] = []
 wrong = collector(MISTAKES, "05")
 right = collector(CORRECT, "05")
-NAMED_AT_LEAST = 0.0  # set after the first measurement
+NAMED_AT_LEAST = 1.0  # measured: 58 of 58 named
 
 
 # ---------------------------------------------------------------- layer_norm
@@ -88,7 +88,7 @@ def ln_in_place(x, gain, bias, eps=1e-5):
     return x.mul_(gain).add_(bias)
 
 
-@wrong("layer_norm", "rms|mean|center|subtract")
+@wrong("layer_norm", "rmsnorm|rms norm|root mean|mean|center|subtract")
 def ln_rms_norm(x, gain, bias, eps=1e-5):
     return x / torch.sqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps) * gain + bias
 
@@ -118,7 +118,7 @@ def mlp_tanh_gelu(x, w_1, b_1, w_2, b_2):
     return F.gelu(x @ w_1 + b_1, approximate="tanh") @ w_2 + b_2
 
 
-@wrong("mlp", "residual|input|add")
+@wrong("mlp", "residual|input|added|adding")
 def mlp_with_residual(x, w_1, b_1, w_2, b_2):
     return x + F.gelu(x @ w_1 + b_1) @ w_2 + b_2
 
@@ -185,12 +185,12 @@ def _enc(x, layer, norm_first, mask=None):
     return layer.mlp_norm(x + layer.mlp(x))
 
 
-@wrong("encoder_block", "norm_first|pre-norm|post-norm|placement|swap|pre|post")
+@wrong("encoder_block", "norm_first|pre-norm|post-norm|placement|swap")
 def enc_placements_swapped(x, layer, norm_first, mask=None):
     return _enc(x, layer, not norm_first, mask)
 
 
-@wrong("encoder_block", "residual|normali|stream|h")
+@wrong("encoder_block", "residual|normali|stream")
 def enc_prenorm_adds_normalised_input(x, layer, norm_first, mask=None):
     if norm_first:
         h = layer.self_attn_norm(x)
@@ -200,7 +200,7 @@ def enc_prenorm_adds_normalised_input(x, layer, norm_first, mask=None):
     return _enc(x, layer, norm_first, mask)
 
 
-@wrong("encoder_block", "key|value|normali|h|query")
+@wrong("encoder_block", "key|value|normali|query")
 def enc_prenorm_keys_unnormalised(x, layer, norm_first, mask=None):
     if norm_first:
         x = x + layer.self_attn(layer.self_attn_norm(x), x, mask)
@@ -255,7 +255,7 @@ def enc_norms_swapped(x, layer, norm_first, mask=None):
     return _enc(x, Swapped, norm_first, mask)
 
 
-@wrong("encoder_block", "final|extra|norm|end")
+@wrong("encoder_block", "final|extra|norm|at the end|the end")
 def enc_prenorm_with_final_norm(x, layer, norm_first, mask=None):
     out = _enc(x, layer, norm_first, mask)
     return layer.mlp_norm(out) if norm_first else out
@@ -354,7 +354,7 @@ def dec_without_cross_attention(x, memory, layer, norm_first, memory_mask=None):
     return _dec(x, memory, layer, norm_first, memory_mask, cross=False)
 
 
-@wrong("decoder_block", "norm_first|pre-norm|post-norm|placement|swap|pre|post")
+@wrong("decoder_block", "norm_first|pre-norm|post-norm|placement|swap")
 def dec_placements_swapped(x, memory, layer, norm_first, memory_mask=None):
     return _dec(x, memory, layer, not norm_first, memory_mask)
 
@@ -450,7 +450,7 @@ def params_without_segments(config):
     return _count(config, segments=False)
 
 
-@wrong("count_parameters", "int|type|float")
+@wrong("count_parameters", "integer|python int|type|float")
 def params_as_float(config):
     return float(_count(config))
 

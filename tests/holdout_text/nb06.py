@@ -11,7 +11,7 @@ MISTAKES: list[Mistake] = []
 CORRECT: list[Mistake] = []
 wrong = collector(MISTAKES, "06")
 right = collector(CORRECT, "06")
-NAMED_AT_LEAST = 0.0  # set after the first measurement
+NAMED_AT_LEAST = 1.0  # measured: 53 of 53 named
 
 
 # ---------------------------------------------------------------- pair_inputs
@@ -57,7 +57,7 @@ def pairs_padding_in_segment_one(pairs, cls_id, sep_id, pad_id):
     return _pairs(pairs, cls_id, sep_id, pad_id, seg_pad=1)
 
 
-@wrong("pair_inputs", "end|left|front|start|right")
+@wrong("pair_inputs", "at the end|the end|left|front|start|right")
 def pairs_padded_in_front(pairs, cls_id, sep_id, pad_id):
     return _pairs(pairs, cls_id, sep_id, pad_id, front=True)
 
@@ -73,13 +73,13 @@ def pairs_without_final_sep(pairs, cls_id, sep_id, pad_id):
     return _pairs(pairs, cls_id, sep_id, pad_id, last_sep=False)
 
 
-@wrong("pair_inputs", "length|longest|l|truncat|+3|shape")
+@wrong("pair_inputs", "length|longest|truncat|+3|shape")
 def pairs_length_without_specials(pairs, cls_id, sep_id, pad_id):
     L = max(len(a) + len(b) for a, b in pairs)
     return _pairs(pairs, cls_id, sep_id, pad_id, L=L)
 
 
-@wrong("pair_inputs", "attention|mask|padding|0")
+@wrong("pair_inputs", "attention|mask|padding")
 def pairs_attention_all_ones(pairs, cls_id, sep_id, pad_id):
     return _pairs(pairs, cls_id, sep_id, pad_id, att_pad=1)
 
@@ -167,7 +167,7 @@ def emb_mask_two_dimensional(
     return x, attention_mask.bool()
 
 
-@wrong("bert_embeddings", "position|offset|start|off-by-one|off by one|0")
+@wrong("bert_embeddings", "position|offset|start|off-by-one|off by one")
 def emb_positions_from_one(
     input_ids, token_type_ids, attention_mask, tok_table, pos_table, seg_table, norm
 ):
@@ -191,7 +191,7 @@ def emb_segments_from_attention_mask(
     return _emb(input_ids, attention_mask, attention_mask, tok_table, pos_table, seg_table, norm)
 
 
-@wrong("bert_embeddings", "position|shape|t|batch|length")
+@wrong("bert_embeddings", "position|shape|batch|length")
 def emb_positions_by_batch_index(
     input_ids, token_type_ids, attention_mask, tok_table, pos_table, seg_table, norm
 ):
@@ -267,7 +267,7 @@ def mlm_chooses_specials(input_ids, mask_id, vocab_size, special_ids, p=0.15, ge
     return _corrupt(input_ids, mask_id, vocab_size, special_ids, p, generator, allow_special=True)
 
 
-@wrong("mlm_corrupt", "80|random|kept|unchanged|share|proportion|10")
+@wrong("mlm_corrupt", "80%|80 %|random|kept|unchanged|share|proportion|10%|10 %")
 def mlm_always_mask(input_ids, mask_id, vocab_size, special_ids, p=0.15, generator=None):
     return _corrupt(
         input_ids, mask_id, vocab_size, special_ids, p, generator, t_mask=1.0, t_rand=1.0
@@ -303,12 +303,12 @@ def mlm_ignores_generator(input_ids, mask_id, vocab_size, special_ids, p=0.15, g
     return _corrupt(input_ids, mask_id, vocab_size, special_ids, p, None)
 
 
-@wrong("mlm_corrupt", "p|rate|share|probabilit|15|chosen")
+@wrong("mlm_corrupt", "rate|share|probabilit|15%|15 %|chosen")
 def mlm_ignores_p(input_ids, mask_id, vocab_size, special_ids, p=0.15, generator=None):
     return _corrupt(input_ids, mask_id, vocab_size, special_ids, 0.15, generator)
 
 
-@wrong("mlm_corrupt", "80|mask|random|share|proportion|10")
+@wrong("mlm_corrupt", "80%|80 %|mask|random|share|proportion|10%|10 %")
 def mlm_shares_swapped(input_ids, mask_id, vocab_size, special_ids, p=0.15, generator=None):
     return _corrupt(
         input_ids, mask_id, vocab_size, special_ids, p, generator, t_mask=0.1, t_rand=0.9
@@ -322,12 +322,12 @@ def mlm_labels_are_corrupted_ids(
     return _corrupt(input_ids, mask_id, vocab_size, special_ids, p, generator, label_corrupted=True)
 
 
-@wrong("mlm_corrupt", "random|kept|80|share|proportion|unchanged|10")
+@wrong("mlm_corrupt", "random|kept|80%|80 %|share|proportion|unchanged|10%|10 %")
 def mlm_reuses_one_uniform(input_ids, mask_id, vocab_size, special_ids, p=0.15, generator=None):
     return _corrupt(input_ids, mask_id, vocab_size, special_ids, p, generator, reuse=True)
 
 
-@wrong("mlm_corrupt", "label|kept|unchanged|-100|10")
+@wrong("mlm_corrupt", "label|kept|unchanged|-100|10%|10 %")
 def mlm_kept_tokens_unlabelled(input_ids, mask_id, vocab_size, special_ids, p=0.15, generator=None):
     return _corrupt(
         input_ids, mask_id, vocab_size, special_ids, p, generator, label_only_changed=True
@@ -378,7 +378,10 @@ def mlm_loss_as_python_float(hidden, labels, head):
     return F.cross_entropy(head(hidden[chosen]), labels[chosen]).item()
 
 
-@wrong("masked_lm_loss", "log_softmax|softmax|logits|cross-entropy|cross entropy|log")
+@wrong(
+    "masked_lm_loss",
+    "log_softmax|softmax|logits|cross-entropy|cross entropy|log-prob|log prob|log-softmax|log softmax|logarithm",
+)
 def mlm_loss_nll_on_logits(hidden, labels, head):
     chosen = labels != -100
     return F.nll_loss(head(hidden[chosen]), labels[chosen])

@@ -12,7 +12,7 @@ MISTAKES: list[Mistake] = []
 CORRECT: list[Mistake] = []
 wrong = collector(MISTAKES, "08")
 right = collector(CORRECT, "08")
-NAMED_AT_LEAST = 0.0  # set after the first measurement
+NAMED_AT_LEAST = 1.0  # measured: 45 of 45 named
 
 
 def _check_size(images, P):
@@ -76,7 +76,7 @@ def patchify_features_first(images, patch_size):
     return _patchify(images, patch_size).transpose(1, 2)
 
 
-@wrong("patchify", "square|width|height|w|h|shape")
+@wrong("patchify", "square|width|height|shape")
 def patchify_assumes_square(images, patch_size):
     _check_size(images, patch_size)
     B, C, H, W = images.shape
@@ -157,7 +157,7 @@ def conv_stride_one(linear, patch_size, n_channels):
 def conv_shares_linear_weight(linear, patch_size, n_channels):
     P, D = patch_size, linear.out_features
     conv = nn.Conv2d(n_channels, D, kernel_size=P, stride=P)
-    conv.weight = linear.weight.view(D, n_channels, P, P)  # type: ignore[assignment]
+    conv.weight = nn.Parameter(linear.weight.view(D, n_channels, P, P))  # the same storage
     conv.bias = linear.bias
     return conv
 
@@ -218,7 +218,7 @@ def embed_without_cls(images, patch_size, w_e, b_e, cls_token, pos):
     return _patchify(images, patch_size) @ w_e + b_e + pos[1:]
 
 
-@wrong("vit_embed", "cls|first|front|position 0|end|last")
+@wrong("vit_embed", "cls|first|front|position 0|at the end|the end|last")
 def embed_cls_at_the_end(images, patch_size, w_e, b_e, cls_token, pos):
     x = _patchify(images, patch_size) @ w_e + b_e
     return torch.cat([x, cls_token.expand(x.shape[0], 1, -1)], dim=1) + pos
@@ -235,7 +235,7 @@ def embed_without_bias(images, patch_size, w_e, b_e, cls_token, pos):
     return _embed(images, patch_size, w_e, torch.zeros_like(b_e), cls_token, pos)
 
 
-@wrong("vit_embed", "position|row 0|offset|align|pos")
+@wrong("vit_embed", "position|row 0|offset|align|pos_emb|pos[")
 def embed_positions_misaligned(images, patch_size, w_e, b_e, cls_token, pos):
     x = _patchify(images, patch_size) @ w_e + b_e + pos[:-1]
     c = (cls_token + pos[-1]).expand(x.shape[0], 1, -1)
@@ -255,7 +255,7 @@ def embed_with_bare_reshape(images, patch_size, w_e, b_e, cls_token, pos):
     return torch.cat([cls_token.expand(B, 1, -1), x], dim=1) + pos
 
 
-@wrong("vit_embed", "position|pos")
+@wrong("vit_embed", "position|pos_emb|pos[")
 def embed_without_positions(images, patch_size, w_e, b_e, cls_token, pos):
     return _embed(images, patch_size, w_e, b_e, cls_token, torch.zeros_like(pos))
 
@@ -306,7 +306,7 @@ def pe2d_full_width_codes_cut(grid_h, grid_w, d_model, base=10000.0):
     return _two_d(grid_h, grid_w, d_model, base, width=d_model)
 
 
-@wrong("sinusoidal_2d", "concat|add|half|sum")
+@wrong("sinusoidal_2d", "concat|added|adding|half|sum")
 def pe2d_row_plus_column(grid_h, grid_w, d_model, base=10000.0):
     _check4(d_model)
     rows = sinusoidal_encoding(grid_h, d_model, base)
@@ -314,13 +314,13 @@ def pe2d_row_plus_column(grid_h, grid_w, d_model, base=10000.0):
     return (rows[:, None, :] + cols[None, :, :]).reshape(grid_h * grid_w, d_model)
 
 
-@wrong("sinusoidal_2d", "multiple of 4|valueerror|4|raise")
+@wrong("sinusoidal_2d", "multiple of 4|valueerror|raise")
 def pe2d_without_check(grid_h, grid_w, d_model, base=10000.0):
     d = d_model + (-d_model) % 4
     return _two_d(grid_h, grid_w, d, base)[:, :d_model]
 
 
-@wrong("sinusoidal_2d", "4|multiple|d_model|width")
+@wrong("sinusoidal_2d", "multiple|d_model|width")
 def pe2d_checks_only_even(grid_h, grid_w, d_model, base=10000.0):
     if d_model % 2:
         raise ValueError(f"d_model must be even, got {d_model}")
@@ -345,7 +345,7 @@ def pe2d_ignores_base(grid_h, grid_w, d_model, base=10000.0):
     return _two_d(grid_h, grid_w, d_model)
 
 
-@wrong("sinusoidal_2d", "grid|h|w|row|column|swap")
+@wrong("sinusoidal_2d", "grid|row|column|swap")
 def pe2d_grid_sizes_swapped(grid_h, grid_w, d_model, base=10000.0):
     _check4(d_model)
     return _two_d(grid_w, grid_h, d_model, base)
@@ -386,7 +386,7 @@ def rollout_wrong_order(attentions):
     return r
 
 
-@wrong("attention_rollout", "identity|residual|0.5|i")
+@wrong("attention_rollout", "identity|residual|0.5")
 def rollout_without_identity(attentions):
     r = None
     for w in attentions:
@@ -413,7 +413,7 @@ def rollout_identity_added_unweighted(attentions):
     return r
 
 
-@wrong("attention_rollout", "layer|all|compose|product|every")
+@wrong("attention_rollout", "layer|every|each|compose|product")
 def rollout_last_layer_only(attentions):
     return _mix(attentions[-1])
 

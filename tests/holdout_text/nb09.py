@@ -12,7 +12,7 @@ MISTAKES: list[Mistake] = []
 CORRECT: list[Mistake] = []
 wrong = collector(MISTAKES, "09")
 right = collector(CORRECT, "09")
-NAMED_AT_LEAST = 0.0  # set after the first measurement
+NAMED_AT_LEAST = 0.93  # measured: 41 of 44 named
 
 
 def _merge(m1, l1, o1, m2, l2, o2):
@@ -23,12 +23,12 @@ def _merge(m1, l1, o1, m2, l2, o2):
 
 
 # ---------------------------------------------------------------- merge_softmax_stats
-@wrong("merge_softmax_stats", "rescal|max|exp|shift|scale")
+@wrong("merge_softmax_stats", "rescal|max|exp(|exponen|shift|scale")
 def merge_without_rescaling(m1, l1, o1, m2, l2, o2):
     return torch.maximum(m1, m2), l1 + l2, o1 + o2
 
 
-@wrong("merge_softmax_stats", "max|larger|min")
+@wrong("merge_softmax_stats", "max|larger|minimum|min(")
 def merge_to_smaller_maximum(m1, l1, o1, m2, l2, o2):
     m = torch.minimum(m1, m2)
     safe = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
@@ -43,13 +43,13 @@ def merge_nan_for_two_empty_sets(m1, l1, o1, m2, l2, o2):
     return m, a1 * l1 + a2 * l2, a1 * o1 + a2 * o2
 
 
-@wrong("merge_softmax_stats", "o|rescal|output|value")
+@wrong("merge_softmax_stats", "rescal|output|value")
 def merge_output_not_rescaled(m1, l1, o1, m2, l2, o2):
     m, ell, _ = _merge(m1, l1, o1, m2, l2, o2)
     return m, ell, o1 + o2
 
 
-@wrong("merge_softmax_stats", "o|normali|divide|unnormali|o / ell")
+@wrong("merge_softmax_stats", "normali|divide|unnormali")
 def merge_returns_normalised_output(m1, l1, o1, m2, l2, o2):
     m, ell, o = _merge(m1, l1, o1, m2, l2, o2)
     return m, ell, torch.where(ell > 0, o / ell.clamp_min(1e-30), torch.zeros_like(o))
@@ -61,7 +61,7 @@ def merge_returns_m_o_l(m1, l1, o1, m2, l2, o2):
     return m, o, ell
 
 
-@wrong("merge_softmax_stats", "sign|exp|rescal|m1 - m|direction")
+@wrong("merge_softmax_stats", "sign|exp(|exponen|rescal|m1 - m|direction")
 def merge_rescale_sign_flipped(m1, l1, o1, m2, l2, o2):
     m = torch.maximum(m1, m2)
     safe = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
@@ -78,7 +78,7 @@ def merge_global_maximum(m1, l1, o1, m2, l2, o2):
     return m, a1 * l1 + a2 * l2, a1 * o1 + a2 * o2
 
 
-@wrong("merge_softmax_stats", "-inf|m|empty|maximum")
+@wrong("merge_softmax_stats", "-inf|empty|maximum")
 def merge_empty_maximum_becomes_zero(m1, l1, o1, m2, l2, o2):
     m, ell, o = _merge(m1, l1, o1, m2, l2, o2)
     return torch.where(torch.isfinite(m), m, torch.zeros_like(m)), ell, o
@@ -162,7 +162,7 @@ def tiled_mask_inverted(q, k, v, block_size, mask=None):
     return _tiled(q, k, v, block_size, None if mask is None else ~mask)
 
 
-@wrong("tiled_attention", "normali|divide|ell|sum")
+@wrong("tiled_attention", "normali|divide|sum|denominator")
 def tiled_not_normalised(q, k, v, block_size, mask=None):
     return _tiled(q, k, v, block_size, mask, normalise=False)
 
@@ -250,7 +250,7 @@ def gqa_divides_by_kv_heads(q, k, v):
     return scaled_dot_product_attention(q, k[:, idx], v[:, idx])[0]
 
 
-@wrong("grouped_query_attention", "shape|head|h|average|mean")
+@wrong("grouped_query_attention", "shape|head|average|mean")
 def gqa_averages_query_groups(q, k, v):
     H, Hk = _heads(q, k)
     qg = q.view(q.shape[0], Hk, H // Hk, *q.shape[2:]).mean(2)
@@ -273,7 +273,7 @@ def gqa_manual_unscaled(q, k, v):
     return torch.softmax(q @ k.transpose(-2, -1), dim=-1) @ v
 
 
-@wrong("grouped_query_attention", "value|v|repeat|group|order")
+@wrong("grouped_query_attention", "value|repeat|group|order")
 def gqa_values_tiled_keys_interleaved(q, k, v):
     H, Hk = _heads(q, k)
     r = H // Hk
@@ -292,7 +292,7 @@ def gqa_grouped_view(q, k, v):
 
 
 # ---------------------------------------------------------------- kv_cache_bytes
-@wrong("kv_cache_bytes", "2|keys and values|both|factor|key")
+@wrong("kv_cache_bytes", "keys and values|both|factor|key")
 def cache_without_factor_two(n_layers, n_kv_heads, d_head, seq_len, batch=1, bytes_per_value=2):
     return n_layers * n_kv_heads * d_head * seq_len * batch * bytes_per_value
 
@@ -309,7 +309,7 @@ def cache_ignores_batch(n_layers, n_kv_heads, d_head, seq_len, batch=1, bytes_pe
     return 2 * n_layers * n_kv_heads * d_head * seq_len * bytes_per_value
 
 
-@wrong("kv_cache_bytes", "int|type|float")
+@wrong("kv_cache_bytes", "integer|python int|type|float")
 def cache_as_float(n_layers, n_kv_heads, d_head, seq_len, batch=1, bytes_per_value=2):
     return 2.0 * n_layers * n_kv_heads * d_head * seq_len * batch * bytes_per_value
 
@@ -319,7 +319,7 @@ def cache_ignores_layers(n_layers, n_kv_heads, d_head, seq_len, batch=1, bytes_p
     return 2 * n_kv_heads * d_head * seq_len * batch * bytes_per_value
 
 
-@wrong("kv_cache_bytes", "bits|bytes|8")
+@wrong("kv_cache_bytes", "bits|bytes")
 def cache_in_bits(n_layers, n_kv_heads, d_head, seq_len, batch=1, bytes_per_value=2):
     return 2 * n_layers * n_kv_heads * d_head * seq_len * batch * bytes_per_value * 8
 
@@ -351,7 +351,7 @@ def _wcheck(window):
         raise ValueError(f"window must be at least 1, got {window}")
 
 
-@wrong("sliding_window_mask", "off-by-one|off by one|window|one too many|w")
+@wrong("sliding_window_mask", "off-by-one|off by one|window|one too many")
 def window_one_too_wide(T, window):
     _wcheck(window)
     return _window(T, window)
@@ -399,7 +399,7 @@ def window_excludes_itself(T, window):
     return _window(T, window - 1) & ~torch.eye(T, dtype=torch.bool)
 
 
-@wrong("sliding_window_mask", "valueerror|1|window|raise")
+@wrong("sliding_window_mask", "valueerror|window|raise")
 def window_rejects_one(T, window):
     if window <= 1:
         raise ValueError(f"window must be at least 2, got {window}")
