@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from transformer_lab._validate import check_tensor
-from transformer_lab.heads import KVCache, MultiHeadAttention
+from transformer_lab.heads import KVCache, MultiHeadAttention, one_row_linear
 
 __all__ = ["ACTIVATIONS", "layer_norm", "LayerNorm", "FeedForward", "Block", "BlockWeights"]
 
@@ -112,7 +112,8 @@ class FeedForward(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         """x: (..., C) -> (..., C)."""
-        return self.fc2(self.dropout(ACTIVATIONS[self.activation](self.fc1(x))))
+        h = ACTIVATIONS[self.activation](one_row_linear(self.fc1, x))  # (..., d_ff)
+        return one_row_linear(self.fc2, self.dropout(h))
 
 
 class BlockWeights(NamedTuple):

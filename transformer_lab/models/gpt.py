@@ -23,7 +23,7 @@ from torch import Tensor, nn
 
 from transformer_lab import _validate
 from transformer_lab.blocks import Block, LayerNorm
-from transformer_lab.heads import KVCache
+from transformer_lab.heads import KVCache, one_row_linear
 from transformer_lab.models._weights import load_weights
 from transformer_lab.models.gpt_config import GPTConfig
 from transformer_lab.models.gpt_weights import config_from_huggingface, gpt2_weights
@@ -113,19 +113,26 @@ class GPT(nn.Module):
                 f"targets must have the shape of idx {tuple(idx.shape)}, but received shape {tuple(targets.shape)}."
             )
         B, T = idx.shape
-        x = self.drop(self.tok_emb(idx) + self.pos_emb(T))  # (B, T, C)
-        attentions = []
-        for block in self.blocks:
-            x, w = block(x, is_causal=True, need_weights=output_attentions)
-            if output_attentions:
-                attentions.append(w.self_attn)  # (B, H, T, T)
+        x, attentions = self._trunk(idx, output_attentions)  # (B, T, C)
         logits = self.lm_head(self.norm_f(x))  # (B, T, V)
         loss = None
         if targets is not None:
             loss = F.cross_entropy(
                 logits.view(B * T, c.vocab_size), targets.reshape(B * T)
             )  # (B*T, V) vs (B*T,)
-        return CausalLMOutput(logits, loss, tuple(attentions) if output_attentions else None)
+        return CausalLMOutput(logits, loss, attentions)
+
+    def _trunk(
+        self, idx: Tensor, output_attentions: bool = False
+    ) -> tuple[Tensor, tuple[Tensor, ...] | None]:
+        """Embeddings and blocks, no final norm: (B, T) ids -> (B, T, C) and the attention weights."""
+        x = self.drop(self.tok_emb(idx) + self.pos_emb(idx.shape[1]))  # (B, T, C)
+        attentions = []
+        for block in self.blocks:
+            x, w = block(x, is_causal=True, need_weights=output_attentions)
+            if output_attentions:
+                attentions.append(w.self_attn)  # (B, H, T, T)
+        return x, (tuple(attentions) if output_attentions else None)
 
     def _forward_cached(self, idx: Tensor, caches: list[KVCache]) -> Tensor:
         """Run only the new tokens ``idx`` (B, T) past the cached ones; return the last (B, V) logits."""
@@ -136,7 +143,7 @@ class GPT(nn.Module):
         for block, cache in zip(self.blocks, caches):
             # Causal over the S = offset + T keys: each new query sees every key up to its own.
             x, _ = block(x, is_causal=True, cache=cache)
-        return self.lm_head(self.norm_f(x[:, -1]))  # (B, V)
+        return one_row_linear(self.lm_head, self.norm_f(x[:, -1]))  # (B, V)
 
     @torch.no_grad()
     def generate(
@@ -179,10 +186,13 @@ class GPT(nn.Module):
             caches: list[KVCache] | None = None
             for _ in _steps(max_new_tokens, progress, "generating"):
                 window = idx[:, -c.max_len :]  # crop to what the position table covers
-                if not use_cache:
-                    logits = self(window).logits[:, -1]  # (B, V)
+                if not use_cache:  # the whole window again, but logits for its last position only
+                    last = self.norm_f(self._trunk(window)[0][:, -1])  # (B, C)
+                    logits = one_row_linear(self.lm_head, last)  # (B, V)
                 elif caches is None or caches[0].length >= c.max_len:
-                    caches = [KVCache() for _ in self.blocks]  # (re)fill from the cropped window
+                    # (Re)fill from the cropped window, into buffers sized for the whole run.
+                    room = min(c.max_len, window.shape[1] + max_new_tokens)
+                    caches = [KVCache(capacity=room) for _ in self.blocks]
                     logits = self._forward_cached(window, caches)
                 else:
                     logits = self._forward_cached(idx[:, -1:], caches)
