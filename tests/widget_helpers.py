@@ -35,6 +35,7 @@ def assert_blit_matches_full_draw(explorer, max_fraction=0.003):
     blitted = pixels(explorer.image.value)
     view = explorer.view
     artists = view.fast + view.slow
+    artists += [a.tlab_marks for a in artists if getattr(a, "tlab_marks", None) is not None]
     for a in artists:
         a.set_animated(False)
     try:
