@@ -42,6 +42,7 @@ MOODLE_RULES = {
 CANVAS_EXPORT = """Student,ID,SIS User ID,SIS Login ID,Section,Quiz 1 (9001)
     Points Possible,,,,,10
 "Lovelace, Ada",101,S101,ada,Sec A,8
+"King, Jr., Martin",104,S104,mlk,Sec B,7
 "Babbage, Ben",102,S102,ben,Sec A,
 "Student, Test",999,,test-student,Sec A,
 "Cy, Cyrus",103,,cy,Sec B,
@@ -120,10 +121,12 @@ def test_canvas_roster_import_and_export(tmp_path, capsys):
     roster_file = tmp_path / "canvas_export.csv"
     roster_file.write_text(CANVAS_EXPORT, encoding="utf-8")
     assert cli.main(["--root", str(root), "roster", "import", str(roster_file)]) == 0
-    assert "3 student(s) from a Canvas export" in capsys.readouterr().out
+    assert "4 student(s) from a Canvas export" in capsys.readouterr().out
     with Gradebook(url, COURSE) as gb:
         ada = gb.find_student("ada")
         assert (ada.first_name, ada.last_name, ada.lms_user_id) == ("Ada", "Lovelace", "101")
+        mlk = gb.find_student("mlk")  # a suffix stays with the last name
+        assert (mlk.first_name, mlk.last_name) == ("Martin", "King, Jr.")
         assert "test-student" not in {s.id for s in gb.students}  # Canvas's test student
 
     argv = ["--root", str(root), "export", "--format", "canvas", "--canvas-id", f"{A}=4242"]
@@ -131,9 +134,14 @@ def test_canvas_roster_import_and_export(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "LEFT OUT" in out and "zed" in out
     rows = _rows(root / "reports" / "canvas_grades.csv")
-    _check_canvas(rows, {"101": "ada", "102": "ben", "103": "cy"})
+    _check_canvas(rows, {"101": "ada", "102": "ben", "103": "cy", "104": "mlk"})
     assert rows[0][5] == f"{A} (4242)"
-    assert {r[3]: r[5] for r in rows[2:]} == {"ada": "6", "ben": "", "cy": ""}
+    assert {r[3]: r[5] for r in rows[2:]} == {"ada": "6", "ben": "", "cy": "", "mlk": ""}
+    # Canvas's own columns go back as the roster wrote them: name, SIS User ID, Section.
+    by_login = {r[3]: r[:5] for r in rows[2:]}
+    assert by_login["ada"] == ["Lovelace, Ada", "101", "S101", "ada", "Sec A"]
+    assert by_login["mlk"] == ["King, Jr., Martin", "104", "S104", "mlk", "Sec B"]
+    assert by_login["cy"][2] == "" and by_login["cy"][4] == "Sec B"
     assert _rows(root / "reports" / "unmatched.csv")[1][:2] == ["zed", "canvas"]
 
     assert cli.main([*argv[:-2], "--canvas-id", f"{A}=abc"]) == 2
@@ -143,7 +151,10 @@ def test_moodle_roster_import_and_export(tmp_path, capsys):
     root, url = _course(tmp_path / "course")
     roster_file = tmp_path / "moodle_export.csv"
     roster_file.write_text(MOODLE_EXPORT, encoding="utf-8")
-    assert cli.main(["--root", str(root), "roster", "import", str(roster_file)]) == 0
+    argv = ["--root", str(root), "roster", "import", str(roster_file)]
+    assert cli.main(argv) == 1  # Moodle exports no user name: which column is it?
+    assert "--id-column" in capsys.readouterr().err
+    assert cli.main([*argv, "--id-column", "ID number"]) == 0
     with Gradebook(url, COURSE) as gb:
         assert gb.find_student("ben").email == "ben@uni.example"
     assert cli.main(["--root", str(root), "export", "--format", "moodle"]) == 1
@@ -178,5 +189,20 @@ def test_roster_errors_are_one_sentence(tmp_path, one_sentence):
     one_sentence(str(err.value))
     missing = tmp_path / "missing_login.csv"
     missing.write_text(CANVAS_EXPORT.replace(",ben,", ",,"), encoding="utf-8")
-    with pytest.raises(CourseError, match="line\\(s\\) 4"):
+    with pytest.raises(CourseError, match="line\\(s\\) 5"):
         read_roster(missing)
+    # The same id twice is refused with both lines named, never merged.
+    twice = tmp_path / "twice.csv"
+    twice.write_text(CANVAS_EXPORT.replace(",ben,", ",ada,"), encoding="utf-8")
+    with pytest.raises(CourseError, match="'ada' on lines 3, 5; nothing imported") as err:
+        read_roster(twice)
+    one_sentence(str(err.value))
+    # Moodle's default export has no user name: the column must be named, never guessed.
+    moodle = tmp_path / "moodle.csv"
+    moodle.write_text(MOODLE_EXPORT, encoding="utf-8")
+    with pytest.raises(CourseError, match="--id-column") as err:
+        read_roster(moodle)
+    one_sentence(str(err.value))
+    assert [e.id for e in read_roster(moodle, "ID number")[1]] == ["ada", "ben", "cy"]
+    with pytest.raises(CourseError, match="'Username'"):
+        read_roster(moodle, "Username")

@@ -6,9 +6,12 @@
     tlab review ASSIGNMENT [STUDENT]  flagged submissions: list, show evidence, accept or override
     tlab roster import FILE           the Canvas or Moodle class list into nbgrader's students
     tlab export [ASSIGNMENTS]         Canvas and Moodle grade files (not graded is never 0)
+    tlab due ASSIGNMENT DATE          the due date and late policy (none, penalty, refuse)
+    tlab extend ASSIGNMENT STUDENT UNTIL --note WHY   one student's extension
 
-Run ``tlab COMMAND --help`` for the options. Exit status: 0 on success, 1 when a check fails
-or something could not be done, 2 for bad usage. The module stays whole (about 300 lines):
+Run ``tlab COMMAND --help`` for the options. Exit status: 0 when the work asked for succeeded
+(``tlab grade``: every submission of this run was graded, whatever earlier runs left), 1 when
+a check fails or something asked for could not be done, 2 for bad usage. The module stays whole (about 300 lines):
 each command is a thin handler over :mod:`transformer_lab.grading`, and one parser that names
 every command reads better than six small files.
 """
@@ -103,6 +106,7 @@ def _cmd_grade(args) -> int:
         quiet=args.quiet,
         jobs=args.jobs,
         shard=args.shard,
+        keep_old_tests=args.keep_old_tests,
     )
     root = _root(args)
     started = time.monotonic()
@@ -110,7 +114,58 @@ def _cmd_grade(args) -> int:
     print(report.summary())
     print(run_summary(report, time.monotonic() - started, args.jobs))
     print(f"Report: {report.csv_path(root, args.assignment)}")
-    return 0 if report.all_graded else 1
+    # The work asked for: the submissions of this run (one --student: that one) were graded.
+    failed = [s for s in report.graded_now if report.students[s].status not in _SCORED]
+    return 1 if failed else 0
+
+
+_SCORED = ("graded", "needs_review")
+
+
+def _cmd_due(args) -> int:
+    from transformer_lab.grading.record.late import set_due
+
+    root, url, course = _record_of(args)
+    policy = set_due(url, course, args.assignment, args.date, args.late, args.per_day, args.by)
+    print(f"tlab due: {args.assignment} {policy.describe()}.")
+    _resettle(root, args.assignment, f"due date and late policy set: {policy.describe()}", args.by)
+    return 0
+
+
+def _cmd_extend(args) -> int:
+    from transformer_lab.grading.record.late import grant_extension
+
+    root, url, course = _record_of(args)
+    when = grant_extension(
+        url, course, args.assignment, args.student, args.until, args.note or "", args.by
+    )
+    print(f"tlab extend: {args.student} has until {when:%Y-%m-%d %H:%M} UTC for {args.assignment}.")
+    why = f"extension until {when:%Y-%m-%d %H:%M} UTC: {args.note}"
+    _resettle(root, args.assignment, why, args.by, [args.student])
+    return 0
+
+
+def _record_of(args):
+    from transformer_lab.grading.record.decisions import course_id_of
+    from transformer_lab.grading.record.export import _alembic_on_path
+    from transformer_lab.grading.record.gradebook import gradebook_url, guard_gradebook
+
+    root = _root(args)
+    url = gradebook_url(root)
+    _alembic_on_path()
+    guard_gradebook(url)
+    return root, url, course_id_of(root)
+
+
+def _resettle(root, assignment: str, why: str, by: str | None, students=None) -> None:
+    """Graded submissions get the new rule at once: gradebook, pages, history, report."""
+    from transformer_lab.grading.record.ledger import settle
+    from transformer_lab.grading.record.report import GradingReport
+
+    report = GradingReport.load(root, assignment)
+    if report.students:
+        settle(root, report, why, by or "", students)
+        print(f"Report: {report.csv_path(root, assignment)}")
 
 
 def _cmd_export(args) -> int:
@@ -133,6 +188,11 @@ def _cmd_export(args) -> int:
         f"tlab export: {len(grades.students)} student(s) x {len(grades.columns)} notebook(s); "
         f"{len(missing)} grade(s) left EMPTY (not 0) because there is no usable score."
     )
+    if grades.skipped:
+        print(
+            f"  not exported (never released to students: no submission, not in the exchange): "
+            f"{', '.join(grades.skipped)}; name them to export them anyway."
+        )
     for sid, title, reason in missing[:20]:
         print(f"  {sid:<16} {title:<24} {reason}")
     if len(missing) > 20:
@@ -180,10 +240,15 @@ def _cmd_review(args) -> int:
 def _cmd_roster(args) -> int:
     from transformer_lab.grading.record.roster import import_roster
 
-    lms, n = import_roster(_root(args), args.file, args.id_column)
+    lms, n, strangers = import_roster(_root(args), args.file, args.id_column)
     print(
         f"tlab roster import: {n} student(s) from a {lms.capitalize()} export into the gradebook."
     )
+    if strangers:
+        print(
+            f"warning: {len(strangers)} student folder(s) in submitted/ match no id of the roster "
+            f"(is --id-column the JupyterHub user name?): {', '.join(strangers[:20])}"
+        )
     return 0
 
 
@@ -267,10 +332,41 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="K/N",
         help="grade only slice K of N of the class (a job array against one PostgreSQL gradebook)",
     )
+    p.add_argument(
+        "--keep-old-tests",
+        action="store_true",
+        help="keep grades made under tests changed since (default: grade those again)",
+    )
     p.set_defaults(func=_cmd_grade)
 
+    p = sub.add_parser("due", help="set an assignment's due date and late policy")
+    p.add_argument("assignment")
+    p.add_argument("date", help="due date, ISO 8601 in UTC (2026-12-01 or 2026-12-01T23:59)")
+    p.add_argument(
+        "--late",
+        choices=["none", "penalty", "refuse"],
+        default="none",
+        help="late work: marked only (none), --per-day percent off per day (penalty), 0 (refuse)",
+    )
+    p.add_argument("--per-day", type=float, default=0.0, help="percent off per day late")
+    p.add_argument("--by", help="who sets it (default: your user name)")
+    p.set_defaults(func=_cmd_due)
+
+    p = sub.add_parser("extend", help="give one student more time for an assignment")
+    p.add_argument("assignment")
+    p.add_argument("student")
+    p.add_argument("until", help="the student's own due date, ISO 8601 in UTC")
+    p.add_argument("--note", required=True, help="why (kept in the gradebook)")
+    p.add_argument("--by", help="who grants it (default: your user name)")
+    p.set_defaults(func=_cmd_extend)
+
     p = sub.add_parser("export", help="write the class's grades for Canvas and Moodle")
-    p.add_argument("assignments", nargs="*", help="only these assignments (default: all graded)")
+    p.add_argument(
+        "assignments",
+        nargs="*",
+        help="only these assignments (default: those released to students: with submissions "
+        "or in nbgrader's exchange)",
+    )
     p.add_argument(
         "--format", choices=["canvas", "moodle", "all"], default="all", help="which LMS file(s)"
     )
@@ -296,7 +392,11 @@ def build_parser() -> argparse.ArgumentParser:
     rsub = p.add_subparsers(dest="roster_command", required=True)
     r = rsub.add_parser("import", help="students (names, ids, emails) into nbgrader's gradebook")
     r.add_argument("file", type=Path, help="Canvas gradebook export or Moodle grade export (CSV)")
-    r.add_argument("--id-column", help="column holding the JupyterHub user name")
+    r.add_argument(
+        "--id-column",
+        help="column holding the JupyterHub user name (Canvas: SIS Login ID by default; "
+        'Moodle: required unless the export has Username, e.g. "ID number")',
+    )
     r.set_defaults(func=_cmd_roster)
     return parser
 

@@ -70,6 +70,8 @@ class GradeOptions:
     quiet: bool = False  # no progress bar
     jobs: int = 1  # submissions graded at once, each lane its own nbgrader process (parallel.py)
     shard: tuple[int, int] | None = None  # (K, N): only slice K of N of the class (parallel.py)
+    # keep grades made under tests changed since (record/test_versions), saying so
+    keep_old_tests: bool = False
 
 
 @dataclass
@@ -91,6 +93,9 @@ class _Plan:
     config: dict = field(default_factory=dict)
     cell_timeout: int = 30
     idle: float = 0.0
+    versions: dict = field(default_factory=dict)  # graded cell -> its tests' version now
+    retested: dict = field(default_factory=dict)  # student -> cells whose tests changed
+    kept: dict = field(default_factory=dict)  # the same, kept under the old tests
 
     @property
     def source(self) -> Path:
@@ -144,7 +149,36 @@ def _plan(root: Path, assignment: str, options: GradeOptions) -> _Plan:
             or sid not in plan.in_gradebook
         ):
             plan.todo.append(sid)
+    _plan_changed_tests(plan, students)
     return plan
+
+
+def _plan_changed_tests(plan: _Plan, students: list[str]) -> None:
+    """Submissions graded under tests that changed since: graded again, or kept when told."""
+    from transformer_lab.grading.record.test_versions import (
+        cell_versions,
+        changed_cells,
+        stored_versions,
+    )
+
+    plan.versions = cell_versions(plan.source)
+    if not plan.in_gradebook:
+        return
+    stored = stored_versions(plan.url, plan.course_id, plan.assignment)
+    for sid in students:
+        changed = changed_cells(stored.get(sid, {}), plan.versions)
+        if not changed or sid in plan.todo:
+            continue
+        (plan.kept if plan.options.keep_old_tests else plan.retested)[sid] = changed
+        if not plan.options.keep_old_tests:
+            plan.todo.append(sid)
+    for what, group in (("graded again", plan.retested), ("KEPT (--keep-old-tests)", plan.kept)):
+        if group:
+            cells = sorted({c for cs in group.values() for c in cs})
+            plan.report.warnings.append(
+                f"the tests of {', '.join(cells)} changed since {len(group)} submission(s) were "
+                f"graded; {what}: {', '.join(sorted(group))}"
+            )
 
 
 def _students(plan: _Plan) -> list[str]:
@@ -331,6 +365,7 @@ def _record(plan: _Plan, lanes: Lanes, other_events: list[dict]) -> GradingRepor
         if not event.get("success") and sid in plan.backups:
             restore(root, plan.dirs, plan.assignment, sid, plan.backups[sid])
             result.notes.append("previous autograded notebook and feedback kept")
+        _record_hand_in_and_tests(plan, sid, result)
         report.students[sid] = result
         report.graded_now.append(sid)
     for folder in plan.backups.values():  # only this run's students: other shards keep theirs
@@ -340,9 +375,40 @@ def _record(plan: _Plan, lanes: Lanes, other_events: list[dict]) -> GradingRepor
     if report.graded_now:  # the formgrader's "Flagged?" column shows needs_review (decisions.py)
         sync_flags(plan.url, plan.course_id, report, report.graded_now)
     save_merged(report, root)
+    _settle_record(plan)
     if (plan.in_gradebook or report.graded_now) and report.flagged:
         report.reviewed = reviewed(plan.url, plan.course_id, report)  # a decision settles a review
     return report
+
+
+def _record_hand_in_and_tests(plan: _Plan, sid: str, result) -> None:
+    """When the submission was handed in (nbgrader's timestamp.txt) and under which tests."""
+    from transformer_lab.grading.record.late import submitted_at
+
+    handed = submitted_at(plan.submitted_root / sid / plan.assignment)
+    result.handed_in = handed.isoformat() if handed else ""
+    if sid in plan.retested:
+        result.tests_note = (
+            "graded again: the tests of " + ", ".join(plan.retested[sid]) + " changed"
+        )
+
+
+def _settle_record(plan: _Plan) -> None:
+    """Test versions stored for the submissions graded now; kept ones marked; the decided
+    grade written to the gradebook, the feedback pages, the history and the report."""
+    from transformer_lab.grading.record.ledger import settle
+    from transformer_lab.grading.record.report import GRADED
+    from transformer_lab.grading.record.test_versions import store_versions
+
+    report = plan.report
+    graded = [s for s in report.graded_now if report.students[s].status in (GRADED, NEEDS_REVIEW)]
+    store_versions(plan.url, plan.course_id, plan.assignment, graded, plan.versions)
+    for sid, cells in plan.kept.items():
+        report.students[sid].tests_note = (
+            "graded under earlier tests of " + ", ".join(cells) + " (kept: --keep-old-tests)"
+        )
+    why = "graded by tlab grade" + (" (tests changed)" if plan.retested else "")
+    settle(plan.root, report, why, "tlab grade", report.graded_now + sorted(plan.kept))
 
 
 def _gradebook_state(root: Path, url: str, assignment: str, report) -> tuple[set[str], str]:

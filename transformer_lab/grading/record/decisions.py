@@ -175,6 +175,11 @@ def sync_flags(url: str, course_id: str, report: GradingReport, students: list[s
 
     resolved = latest_decisions(url, course_id, report)
     flagged_before = _flagged_fingerprints(url, course_id, report.assignment)
+    overridden = {
+        d.student_id
+        for d in _all_decisions(url, course_id, report.assignment)
+        if d.decision == OVERRIDE
+    }
     newly: list[Decision] = []
     with Gradebook(url, course_id) as gb:
         for sid in students:
@@ -187,6 +192,9 @@ def sync_flags(url: str, course_id: str, report: GradingReport, students: list[s
                 nb.flagged = flag
             gb.db.commit()
             if flag and notebooks and (sid, row.fingerprint) not in flagged_before:
+                if sid in overridden:  # tlab's manual scores were for the earlier submission
+                    _clear_manual(notebooks)
+                    gb.db.commit()
                 newly.append(
                     Decision(
                         report.assignment,
@@ -201,6 +209,14 @@ def sync_flags(url: str, course_id: str, report: GradingReport, students: list[s
                 )
     for d in newly:
         record_decision(url, course_id, d)
+
+
+def _clear_manual(notebooks) -> None:
+    """Remove the manual scores tlab wrote for an override (see ledger.settle)."""
+    for nb in notebooks:
+        for grade in nb.grades:
+            grade.manual_score = None
+            grade.needs_manual_grade = grade.auto_score is None
 
 
 def _flagged_fingerprints(url: str, course_id: str, assignment: str) -> set[tuple[str, str]]:

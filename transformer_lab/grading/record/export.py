@@ -1,18 +1,21 @@
 """``tlab export``: the class's grades as the files an LMS imports (Canvas, Moodle).
 
-One row per student, one column per notebook. Scores come from nbgrader's gradebook (SQLite or
-PostgreSQL, whichever the course uses); whether a submission was really graded comes from
-``tlab grade``'s report (:mod:`.report`), because nbgrader records 0 both for a real zero and
-for a notebook it could not run. A student without a usable score for a notebook is written as
+One row per student, one column per notebook of every assignment released to students (with a
+submission, or in nbgrader's exchange; name others to export them). Each cell is the decided
+grade of the record (:mod:`.ledger`: the autograded score, the instructor's decision, the late
+policy); whether a submission was really graded comes from ``tlab grade``'s report
+(:mod:`.report`), because nbgrader records 0 both for a real zero and for a notebook it could
+not run. A student without a usable score for a notebook is written as
 **not graded, never 0**: not graded by ``tlab grade`` (dead kernel, not a notebook, ...),
 flagged for review and not yet decided (:mod:`.decisions`), waiting for manual grading, or
 nothing submitted. A reviewed submission is written with the decided score.
 
 - ``canvas_grades.csv``: Canvas's gradebook import layout (``Student, ID, SIS User ID, SIS
-  Login ID, Section``, then one column per notebook, then a ``Points Possible`` row). A column
-  is ``Title (12345)`` when the Canvas assignment id is given (``--canvas-id``), so Canvas
-  updates that assignment instead of matching by title. Not graded is an empty cell: Canvas
-  shows it as ungraded, but on re-import an empty cell clears a score already in Canvas.
+  Login ID, Section``, as the imported Canvas roster wrote them, then one column per notebook,
+  then a ``Points Possible`` row). A column is ``Title (12345)`` when the Canvas assignment id
+  is given (``--canvas-id``), so Canvas updates that assignment instead of matching by title.
+  Not graded is an empty cell: Canvas shows it as ungraded, but on re-import an empty cell
+  clears a score already in Canvas.
 - ``moodle_grades.csv``: Moodle's CSV grade import (``First name, Last name, ID number, Email
   address``, then per notebook a grade column and a feedback column). Not graded is ``-``,
   the one value Moodle's importer skips (an empty cell becomes 0 in a new grade item and wipes
@@ -36,9 +39,9 @@ from pathlib import Path
 
 from transformer_lab.grading.course import CourseError
 from transformer_lab.grading.inert import csv_writer
-from transformer_lab.grading.record.decisions import formgrader_resolutions, latest_decisions
+from transformer_lab.grading.record.decisions import formgrader_resolutions
 from transformer_lab.grading.record.gradebook import gradebook_url, guard_gradebook, sqlite_path
-from transformer_lab.grading.record.report import GRADED, GradingReport
+from transformer_lab.grading.record.report import GradingReport
 
 __all__ = ["Column", "ClassGrades", "collect_grades", "write_canvas", "write_moodle", "export"]
 
@@ -65,6 +68,9 @@ class Student:
     last_name: str = ""
     email: str = ""
     lms_user_id: str = ""
+    sis_user_id: str = ""  # Canvas's SIS User ID, from the roster
+    section: str = ""  # Canvas's Section, from the roster
+    canvas: dict = field(default_factory=dict)  # the Canvas roster's own columns, as written
 
     def on_roster(self, lms: str) -> bool:
         """Does this student carry what ``lms`` matches on (from ``tlab roster import``)?"""
@@ -85,6 +91,7 @@ class ClassGrades:
     scores: dict[tuple[str, str], float | None] = field(default_factory=dict)
     reasons: dict[tuple[str, str], str] = field(default_factory=dict)
     unmatched: list[tuple[str, str, str]] = field(default_factory=list)  # (student, lms, why)
+    skipped: list[str] = field(default_factory=list)  # assignments not released to students
 
     def has_roster(self, lms: str) -> bool:
         return any(s.on_roster(lms) for s in self.students)
@@ -107,12 +114,62 @@ class ClassGrades:
 
 
 def collect_grades(root: Path, assignments: list[str] | None = None) -> ClassGrades:
-    """Read the gradebook and ``tlab grade``'s reports into one table."""
-    from nbgrader.api import Gradebook, MissingEntry
+    """Read the decided grades (:mod:`.ledger`) of ``assignments`` into one table (default:
+    every assignment released to students, see :func:`released_assignments`)."""
+    from nbgrader.api import Gradebook
 
-    from transformer_lab.grading.record.gradebook import check_driver_available
+    from transformer_lab.grading.record.decisions import course_id_of
 
     root = Path(root).resolve()
+    url = _checked_url(root)
+    course_id = course_id_of(root)
+    with Gradebook(url, course_id) as gb:
+        known = [a.name for a in gb.assignments]
+        with_work = {a.name for a in gb.assignments if a.num_submissions}
+    unknown = sorted(set(assignments or []) - set(known))
+    if unknown:
+        raise CourseError(
+            f"expected assignments that are in the gradebook ({', '.join(sorted(known)) or 'none'}), "
+            f"but got {', '.join(unknown)}."
+        )
+    wanted = assignments or released_assignments(root, known, with_work)
+    students = _students(url, course_id)
+    grades = ClassGrades([], [])
+    grades.skipped = sorted(set(known) - set(wanted))
+    for name in wanted:
+        _collect_assignment(root, url, course_id, name, students, grades)
+    grades.students = [students[s] for s in sorted(students)]
+    return grades
+
+
+def released_assignments(root: Path, known: list[str], with_work: set[str]) -> list[str]:
+    """The assignments students have: with a submission (in the gradebook or ``submitted/``)
+    or released through nbgrader's exchange (its ``outbound`` folder)."""
+    from transformer_lab.grading.course import read_course_dirs
+
+    submitted = root / read_course_dirs(root)["submitted"]
+    handed = {p.name for p in submitted.glob("*/*") if p.is_dir()} if submitted.is_dir() else set()
+    outbound = _exchange_outbound(root)
+    return [a for a in sorted(known) if a in with_work or a in handed or a in outbound]
+
+
+def _exchange_outbound(root: Path) -> set[str]:
+    from traitlets.config.loader import PyFileConfigLoader
+
+    cfg = PyFileConfigLoader("nbgrader_config.py", path=str(root)).load_config()
+    exchange = Path(str(cfg.get("Exchange", {}).get("root", "/srv/nbgrader/exchange")))
+    course = cfg.get("CourseDirectory", {}).get("course_id", "")
+    folder = exchange / str(course) / "outbound"
+    try:
+        return {p.name for p in folder.iterdir() if p.is_dir()}
+    except OSError:
+        return set()
+
+
+def _checked_url(root: Path) -> str:
+    """The gradebook's URL, once it exists and its driver is installed (else a CourseError)."""
+    from transformer_lab.grading.record.gradebook import check_driver_available
+
     url = gradebook_url(root)
     db_file = sqlite_path(url)
     if db_file is not None and not db_file.is_file():
@@ -123,73 +180,70 @@ def collect_grades(root: Path, assignments: list[str] | None = None) -> ClassGra
         check_driver_available(url)
     except ValueError as exc:
         raise CourseError(str(exc)) from None
-    from transformer_lab.grading.record.decisions import course_id_of
-
-    course_id = course_id_of(root)
     _alembic_on_path()
     guard_gradebook(url)  # wait for a grading process's write instead of "database is locked"
+    return url
+
+
+def _students(url: str, course_id: str) -> dict[str, Student]:
+    """nbgrader's students with what the rosters added (SIS User ID, section, Canvas's name)."""
+    from nbgrader.api import Gradebook
+
+    from transformer_lab.grading.record.roster import roster_extras
+
     with Gradebook(url, course_id) as gb:
-        known = [a.name for a in gb.assignments]
-        wanted = assignments or sorted(known)
-        unknown = sorted(set(wanted) - set(known))
-        if unknown:
-            raise CourseError(
-                f"expected assignments that are in the gradebook ({', '.join(sorted(known)) or 'none'}), "
-                f"but got {', '.join(unknown)}."
-            )
-        students = {
+        found = {
             s.id: Student(
                 s.id, s.first_name or "", s.last_name or "", s.email or "", s.lms_user_id or ""
             )
             for s in gb.students
         }
-        columns: list[Column] = []
-        grades = ClassGrades(columns, [])
-        for name in wanted:
-            assignment = gb.find_assignment(name)
-            report = GradingReport.load(root, name)
-            formgrader_resolutions(url, course_id, report)
-            decided = latest_decisions(url, course_id, report)
-            for sid in report.students:
-                students.setdefault(sid, Student(sid))
-            notebooks = sorted(assignment.notebooks, key=lambda n: n.name)
-            for nb in notebooks:
-                title = nb.name if len(notebooks) == 1 else f"{name}: {nb.name}"
-                col = Column(name, nb.name, title, float(nb.max_score or 0))
-                columns.append(col)
-                for sid in students:
-                    row = report.students.get(sid)
-                    key = (sid, title)
-                    decision = decided.get(sid)
-                    if row is not None and row.status == NEEDS_REVIEW and decision is not None:
-                        if decision.decision == "override":
-                            grades.scores[key] = decision.score if len(notebooks) == 1 else None
-                            if len(notebooks) > 1:
-                                grades.reasons[key] = "override of a multi-notebook assignment"
-                            continue
-                    elif row is not None and row.status == NEEDS_REVIEW:
-                        grades.scores[key] = None  # a score, but flagged: look before uploading
-                        grades.reasons[key] = f"needs review: {row.reason or 'see the report'}"
-                        continue
-                    if row is not None and row.status not in (GRADED, NEEDS_REVIEW):
-                        grades.scores[key] = None
-                        grades.reasons[key] = (
-                            f"not graded: {row.reason or 'see the grading report'}"
-                        )
-                        continue
-                    try:
-                        sub = gb.find_submission_notebook(nb.name, name, sid)
-                    except MissingEntry:
-                        grades.scores[key] = None
-                        grades.reasons[key] = NOT_SUBMITTED
-                        continue
-                    if sub.needs_manual_grade:
-                        grades.scores[key] = None
-                        grades.reasons[key] = MANUAL
-                    else:
-                        grades.scores[key] = float(sub.score)
-        grades.students = [students[s] for s in sorted(students)]
-    return grades
+    for sid, extra in roster_extras(url, course_id, "canvas").items():
+        if sid in found:
+            found[sid].sis_user_id, found[sid].section = extra.sis_user_id, extra.section
+            found[sid].canvas = extra.extra
+    return found
+
+
+def _collect_assignment(root, url, course_id, name, students, grades: ClassGrades) -> None:
+    """One assignment's columns: the decided grade per notebook, or why there is none."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    from transformer_lab.grading.record.ledger import final_grades, settle
+
+    report = GradingReport.load(root, name)
+    found = formgrader_resolutions(url, course_id, report)
+    if found:
+        settle(
+            root, report, "resolved in the formgrader", "formgrader", [d.student_id for d in found]
+        )
+    finals = final_grades(root, report) if report.students else {}
+    for sid in report.students:
+        students.setdefault(sid, Student(sid))
+    with Gradebook(url, course_id) as gb:
+        notebooks = sorted(gb.find_assignment(name).notebooks, key=lambda n: n.name)
+        for nb in notebooks:
+            title = nb.name if len(notebooks) == 1 else f"{name}: {nb.name}"
+            grades.columns.append(Column(name, nb.name, title, float(nb.max_score or 0)))
+            for sid in students:
+                key, final = (sid, title), finals.get(sid)
+                if final is not None and final.score is None:
+                    grades.scores[key] = None
+                    why = "needs review" if final.status == NEEDS_REVIEW else "not graded"
+                    grades.reasons[key] = f"{why}: {final.reason or 'see the grading report'}"
+                    continue
+                try:
+                    sub = gb.find_submission_notebook(nb.name, name, sid)
+                except MissingEntry:
+                    grades.scores[key], grades.reasons[key] = None, NOT_SUBMITTED
+                    continue
+                if sub.needs_manual_grade and (final is None or final.decision is None):
+                    grades.scores[key], grades.reasons[key] = None, MANUAL
+                elif final is not None and len(notebooks) == 1:
+                    grades.scores[key] = final.score  # the decided grade, late policy applied
+                else:  # a notebook's share: the gradebook holds decisions as manual scores
+                    factor = final.late_factor if final is not None else 1.0
+                    grades.scores[key] = round(float(sub.score) * factor, 2)
 
 
 def _alembic_on_path() -> None:
@@ -230,8 +284,9 @@ def write_canvas(grades: ClassGrades, path: Path, canvas_ids: dict[str, str] | N
         for s in grades.students:
             if grades.unmatched_in(s, "canvas"):
                 continue
+            login = s.canvas.get("SIS Login ID") or s.id
             w.writerow(
-                [s.name, s.lms_user_id, "", s.id, ""]
+                [s.canvas.get("Student") or s.name, s.lms_user_id, s.sis_user_id, login, s.section]
                 + [_num(grades.scores.get((s.id, c.title))) for c in grades.columns]
             )
     return path

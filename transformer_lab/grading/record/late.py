@@ -173,9 +173,7 @@ def submitted_at(folder: Path) -> _dt.datetime | None:
     if not stamp.is_file():
         return None
     try:
-        return parse_utc(stamp.read_text(encoding="utf-8").strip()).replace(
-            tzinfo=_dt.timezone.utc
-        )
+        return parse_utc(stamp.read_text(encoding="utf-8").strip()).replace(tzinfo=_dt.timezone.utc)
     except (ValueError, TypeError, OverflowError):
         return None
 

@@ -31,6 +31,9 @@ CSV_COLUMNS = [
     "status",
     "score",
     "max_score",
+    "autograded_score",
+    "late_penalty",
+    "decision",
     "reason",
     "flags",
     "notes",
@@ -56,6 +59,8 @@ class StudentResult:
     fingerprint: str = ""
     timeouts: int = 0
     flags: list[str] = field(default_factory=list)  # why a person should look (NEEDS_REVIEW)
+    handed_in: str = ""  # nbgrader's timestamp.txt, ISO 8601 UTC ("" = none)
+    tests_note: str = ""  # graded again after the tests changed, or kept under old tests
 
 
 @dataclass
@@ -70,6 +75,9 @@ class GradingReport:
     # needs_review submissions a person has decided on (student -> the decision, in words):
     # read from the gradebook's decisions table by ``tlab grade`` (decisions.py), not stored
     reviewed: dict[str, str] = field(default_factory=dict)
+    # each student's decided grade (ledger.FinalGrade), set by ledger.settle: the CSV's status
+    # and score are the decided ones when it is known, the autograded score beside them
+    finals: dict = field(default_factory=dict)
 
     # -- persistence ----------------------------------------------------------------------
     @staticmethod
@@ -108,24 +116,38 @@ class GradingReport:
             writer = csv_dict_writer(fh, CSV_COLUMNS)
             writer.writeheader()
             for sid, r in sorted(self.students.items()):
-                writer.writerow(
-                    {
-                        "assignment": self.assignment,
-                        "student_id": sid,
-                        "status": r.status,
-                        "score": "" if r.score is None else _num(r.score),
-                        "max_score": "" if r.max_score is None else _num(r.max_score),
-                        "reason": r.reason,
-                        "flags": "; ".join(r.flags),
-                        "notes": "; ".join(r.notes),
-                        "previous_score": ""
-                        if r.previous_score is None
-                        else _num(r.previous_score),
-                        "graded_at": r.graded_at,
-                        "seconds": "" if r.seconds is None else f"{r.seconds:.1f}",
-                    }
-                )
+                writer.writerow(self._csv_row(sid, r))
         return out
+
+    def _csv_row(self, sid: str, r: StudentResult) -> dict:
+        """The CSV's row: the decided status and score when known, the autograded one beside."""
+        final = self.finals.get(sid)
+        status, score = r.status, r.score
+        decision, penalty = "", ""
+        if final is not None:
+            status, score = final.status, final.score
+            if final.decision is not None:
+                from transformer_lab.grading.record.decisions import describe
+
+                decision = describe(final.decision)
+            penalty = _num(final.late_penalty) if final.late_seconds > 0 else ""
+        notes = r.notes + ([r.tests_note] if r.tests_note else [])
+        return {
+            "assignment": self.assignment,
+            "student_id": sid,
+            "status": status,
+            "score": "" if score is None else _num(score),
+            "max_score": "" if r.max_score is None else _num(r.max_score),
+            "autograded_score": "" if r.score is None else _num(r.score),
+            "late_penalty": penalty,
+            "decision": decision,
+            "reason": r.reason,
+            "flags": "; ".join(r.flags),
+            "notes": "; ".join(notes),
+            "previous_score": "" if r.previous_score is None else _num(r.previous_score),
+            "graded_at": r.graded_at,
+            "seconds": "" if r.seconds is None else f"{r.seconds:.1f}",
+        }
 
     # -- summary --------------------------------------------------------------------------
     @property

@@ -23,13 +23,13 @@ def _metadata():
     from sqlalchemy import Column, Float, Integer, MetaData, String, Table, Text
 
     meta = MetaData()
-    key = [Column("id", Integer, primary_key=True, autoincrement=True)]
-    course = [Column("course_id", String(128), nullable=False)]
-    Table(
+
+    def table(name: str, *columns):
+        key = Column("id", Integer, primary_key=True, autoincrement=True)
+        return Table(name, meta, key, Column("course_id", String(128), nullable=False), *columns)
+
+    table(
         "tlab_score_history",
-        meta,
-        *key,
-        *course,
         Column("assignment", String(128), nullable=False),
         Column("student_id", String(128), nullable=False),
         Column("old_score", Float, nullable=True),
@@ -39,33 +39,24 @@ def _metadata():
         Column("changed_by", String(128), nullable=False),
         Column("changed_at", String(32), nullable=False),
     )
-    Table(
+    table(
         "tlab_test_versions",
-        meta,
-        *key,
-        *course,
         Column("assignment", String(128), nullable=False),
         Column("student_id", String(128), nullable=False),
         Column("cell", String(128), nullable=False),
         Column("fingerprint", String(64), nullable=False),
         Column("recorded_at", String(32), nullable=False),
     )
-    Table(
+    table(
         "tlab_due",
-        meta,
-        *key,
-        *course,
         Column("assignment", String(128), nullable=False),
         Column("policy", String(16), nullable=False),  # none | penalty | refuse
         Column("per_day", Float, nullable=True),  # percent of the grade per day started
         Column("set_by", String(128), nullable=False),
         Column("set_at", String(32), nullable=False),
     )
-    Table(
+    table(
         "tlab_extensions",
-        meta,
-        *key,
-        *course,
         Column("assignment", String(128), nullable=False),
         Column("student_id", String(128), nullable=False),
         Column("until", String(32), nullable=False),  # ISO 8601, UTC
@@ -73,11 +64,8 @@ def _metadata():
         Column("granted_by", String(128), nullable=False),
         Column("granted_at", String(32), nullable=False),
     )
-    Table(
+    table(
         "tlab_roster",
-        meta,
-        *key,
-        *course,
         Column("student_id", String(128), nullable=False),
         Column("lms", String(16), nullable=False),
         Column("sis_user_id", String(128), nullable=False),

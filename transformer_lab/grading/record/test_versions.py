@@ -36,7 +36,9 @@ def _check_modules() -> dict[str, Path]:
         if not module.startswith("transformer_lab.") or not ex.get("check"):
             continue
         base = _PACKAGE.parent.joinpath(*module.split("."))
-        file = base.with_suffix(".py") if base.with_suffix(".py").is_file() else base / "__init__.py"
+        file = (
+            base.with_suffix(".py") if base.with_suffix(".py").is_file() else base / "__init__.py"
+        )
         found[ex["check"]] = file
     return found
 
@@ -99,8 +101,14 @@ def store_versions(url: str, course: str, assignment: str, students: list[str],
         conn.execute(
             table.insert(),
             [
-                {"course_id": course, "assignment": assignment, "student_id": sid,
-                 "cell": cell, "fingerprint": fp, "recorded_at": stamp}  # fmt: skip
+                {
+                    "course_id": course,
+                    "assignment": assignment,
+                    "student_id": sid,
+                    "cell": cell,
+                    "fingerprint": fp,
+                    "recorded_at": stamp,
+                }  # fmt: skip
                 for sid in students
                 for cell, fp in sorted(versions.items())
             ],
