@@ -13,6 +13,7 @@ import re
 import nbformat
 import pytest
 
+from transformer_lab.grading.record import page_style
 from transformer_lab.widgets import _common as ui
 from transformer_lab.widgets import a11y
 
@@ -138,12 +139,12 @@ def test_feedback_page_gets_contrast_css_lang_and_alt():
         '<img src="data:image/png;base64,AA==">'
         '<img src="x.png" alt="No description has been provided for this image"></body></html>'
     )
-    out = a11y.accessible_feedback_page(page)
+    out = page_style.accessible_feedback_page(page)
     assert '<html lang="en">' in out and "tlab-a11y-css" in out
     assert "No description has been provided" not in out
     assert all("alt=" in tag for tag in re.findall(r"<img\b[^>]*>", out))
-    assert a11y.accessible_feedback_page(out) == out
-    assert "white-space: pre-wrap" in a11y.FEEDBACK_CSS
+    assert page_style.accessible_feedback_page(out) == out
+    assert "white-space: pre-wrap" in page_style.FEEDBACK_CSS
 
 
 def test_grading_mode_installs_nothing(monkeypatch):

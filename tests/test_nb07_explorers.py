@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 
+import matplotlib.colors
 import numpy as np
 import pytest
 import torch
@@ -14,6 +15,7 @@ import torch
 from transformer_lab import widgets as tw
 from transformer_lab.checkpoints import load_pretrained
 from transformer_lab.models.gpt import filter_logits as package_filter
+from transformer_lab.widgets import _common as ui
 
 
 @pytest.fixture(autouse=True)
@@ -155,7 +157,7 @@ def test_sampling_explorer_draws_the_students_filter_beside_the_reference():
         b.get_height()
         for b in ex.view.fast
         if getattr(b, "get_facecolor", None)
-        and b.get_facecolor()[:3] == (1.0, 0.4980392156862745, 0.054901960784313725)
+        and b.get_facecolor()[:3] == matplotlib.colors.to_rgb(ui.ORANGE)
     ]
     assert len(yours) == 5 and np.allclose(yours, st["yours"], atol=1e-6)
 

@@ -11,8 +11,7 @@
   a small script (``SHIM_JS``) run by an Output widget: ipywidgets 8 has no API to name a
   slider's handle, give it a readable ``aria-valuetext``, keep notebook shortcuts out of a
   focused control or mark a live region (see docs/accessibility.md for the upstream report).
-- :data:`FEEDBACK_CSS` and :func:`accessible_feedback_page`: AA contrast, wrapped lines and alt
-  text for the nbgrader feedback page (the grading code calls it on the finished page).
+The feedback page's own style is the grader's: ``grading/record/page_style.py``.
 
 No network: the script is inline, nothing is loaded from a CDN.
 """
@@ -26,8 +25,7 @@ from typing import Any
 
 __all__ = [
     "OKABE_ITO", "contrast_ratio", "describe_figure", "figure_html",
-    "install_figure_descriptions", "explorer_a11y_children", "FEEDBACK_CSS",
-    "accessible_feedback_page", "SHIM_JS",
+    "install_figure_descriptions", "explorer_a11y_children", "SHIM_JS",
 ]  # fmt: skip
 
 # Okabe & Ito's colour-blind-safe palette (Color Universal Design, 2008).
@@ -300,30 +298,3 @@ def explorer_a11y_children() -> tuple[Any, Any, Any]:
         },
     )
     return style, description, runner
-
-
-FEEDBACK_CSS = """
-body { color: #1a1a1a; background: #ffffff; font-size: 16px; line-height: 1.5; }
-a { color: #0b57d0; text-decoration: underline; }
-pre, code, .jp-OutputArea-output pre { white-space: pre-wrap; overflow-wrap: anywhere; }
-.jp-InputPrompt, .jp-OutputPrompt, .prompt { color: #4a4a4a !important; }
-.cm-comment, .c1, .c, .cm { color: #3d6b3d !important; }
-.jp-RenderedText[data-mime-type="application/vnd.jupyter.stderr"] { background: #fde7e7; color: #1a1a1a; }
-img { max-width: 100%; height: auto; }
-"""
-
-
-def accessible_feedback_page(page: str) -> str:
-    """A feedback page with AA contrast CSS, wrapped long lines, alt text on every image and a
-    language; ``page`` is the finished (sanitized) HTML. Idempotent."""
-    if "tlab-a11y-css" in page:
-        return page
-    page = page.replace("<html>", '<html lang="en">', 1)
-    page = page.replace("</head>", f'<style id="tlab-a11y-css">{FEEDBACK_CSS}</style>\n</head>', 1)
-    page = page.replace('alt="No description has been provided for this image"', 'alt="A figure"')
-
-    def add_alt(match: re.Match) -> str:
-        tag = match.group(0)
-        return tag if re.search(r"\balt\s*=", tag) else tag[:-1].rstrip("/") + ' alt="A figure">'
-
-    return re.sub(r"<img\b[^>]*>", add_alt, page)

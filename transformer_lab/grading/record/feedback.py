@@ -19,6 +19,8 @@ from nbconvert.exporters import HTMLExporter
 from nbgrader import utils
 from nbgrader.preprocessors import NbGraderPreprocessor
 
+from transformer_lab.grading.record.page_style import accessible_feedback_page
+
 __all__ = [
     "ClearHiddenTracebacks",
     "SanitizeOutputs",
@@ -154,6 +156,7 @@ class SanitizeOutputs(NbGraderPreprocessor):
         return cell, resources
 
 
+
 class SanitizedHTMLExporter(HTMLExporter):
     """nbgrader's feedback HTML, sanitized (see :func:`sanitize_page`)."""
 
@@ -161,7 +164,8 @@ class SanitizedHTMLExporter(HTMLExporter):
         output, resources = super().from_notebook_node(nb, resources, **kw)
         info = (resources or {}).get("nbgrader") or {}
         name = info.get("notebook") or "Feedback"
-        page = sanitize_page(output, str(name))
+        # AA contrast, wrapped lines, alt text on every image, a language (issue 40)
+        page = accessible_feedback_page(sanitize_page(output, str(name)))
         if self.config.get("GuardedExecute", {}).get("hidden_secret"):
             return page, resources  # tlab grade: its record step writes the box (ledger.settle)
         return _with_record(page, info, self.log), resources
