@@ -24,7 +24,6 @@ from __future__ import annotations
 import secrets
 import shutil
 import tempfile
-import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -44,7 +43,6 @@ from transformer_lab.grading.record.outcome import (
     classify_failure,
     restore,
     student_result,
-    timed_out,
     was_graded,
 )
 from transformer_lab.grading.record.report import NEEDS_REVIEW, GradingReport
@@ -289,9 +287,12 @@ def _run(plan: _Plan) -> tuple[Lanes, list[dict]]:
             cpus=max(1.0, machine_cpus // n_lanes),
             progress=None if options.quiet else progress_bar(len(todo)),
         )
-        run_lanes(lanes.after_load, todo, n_lanes)
-        if n_lanes > 1 and not lanes.load_failed():
-            _regrade_timeouts_alone(lanes, todo, machine_cpus)
+        lanes.retry_timeouts = n_lanes > 1
+        queue = _queue(plan)
+        try:
+            run_lanes(lanes.after_load, queue, n_lanes)
+        finally:
+            queue.close()
         if not lanes.load_failed() and nbgrader_csv and not one_lane:
             # Every lane has finished: nbgrader's CSV of the whole class, in one more process.
             job = {"ops": [{"op": "export", "to": str(csv_path)}], "guarded": False}
@@ -313,20 +314,16 @@ def _run(plan: _Plan) -> tuple[Lanes, list[dict]]:
     return lanes, other_events
 
 
-def _regrade_timeouts_alone(lanes: Lanes, todo: list[str], machine_cpus: float) -> None:
-    """A cell may have run out of time because the other lanes were busy: regrade those
-    submissions again, one at a time with the whole machine, before a timeout counts."""
-    again = [sid for sid in todo if timed_out(lanes.events_by_student.get(sid))]
-    if not again:
-        return
-    lanes.cpus = machine_cpus
-    if lanes.progress is not None:
-        lanes.progress.total += len(again)
-    for sid in again:
-        lanes.events_by_student.pop(sid, None)
-    lanes.lane(again, False, threading.Event())
-    for sid in again:
-        lanes.events_by_student.setdefault(sid, {}).update(regraded_alone=True)
+def _queue(plan: _Plan):
+    """This run's submissions put into the course's work queue (shared with other processes)."""
+    from transformer_lab.grading.run.queue import WorkQueue, queue_url
+
+    name = plan.assignment
+    if plan.options.shard is not None:  # --shard K/N keeps its fixed slice: a queue of its own
+        name += "#shard-{}-of-{}".format(*plan.options.shard)
+    queue = WorkQueue(queue_url(plan.root, plan.url), name)
+    queue.put(plan.todo, plan.prints, force=plan.options.force)
+    return queue
 
 
 def _warn_if_release_is_stale(plan: _Plan, released_now: Path) -> None:
@@ -355,12 +352,14 @@ def _record(plan: _Plan, lanes: Lanes, other_events: list[dict]) -> GradingRepor
     max_score = next((s.get("max_score") for s in scores.values()), None)
     report.max_score = max_score if max_score is not None else report.max_score
 
-    for sid in plan.todo:
-        event = lanes.events_by_student.get(sid, {"success": False, "error": "not processed"})
+    # The submissions this process graded: the queue may have handed some of this run's to
+    # another process (which records them) and one of another's to us.
+    for sid in sorted(lanes.events_by_student):
+        event = lanes.events_by_student[sid]
         previous = report.students.get(sid)
+        prints = plan.prints.get(sid) or fingerprint(plan.submitted_root / sid / plan.assignment)
         result = student_result(
-            sid, event, scores.get(sid, {}), max_score, plan.prints[sid], previous,
-            plan.cell_timeout,
+            sid, event, scores.get(sid, {}), max_score, prints, previous, plan.cell_timeout,
         )  # fmt: skip
         if not event.get("success") and sid in plan.backups:
             restore(root, plan.dirs, plan.assignment, sid, plan.backups[sid])

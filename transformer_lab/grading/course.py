@@ -108,6 +108,7 @@ def run_driver(
     on_event: Callable[[dict], None] | None = None,
     env: dict[str, str] | None = None,
     idle_timeout: float | None = None,
+    feed: Callable[[dict | None], tuple[list[dict], bool]] | None = None,
 ) -> tuple[list[dict], int, str]:
     """Run a list of nbgrader operations in one child process.
 
@@ -116,6 +117,9 @@ def run_driver(
         on_event: called with every result as soon as the child reports it.
         env: extra environment variables for the child.
         idle_timeout: kill the child if it reports nothing for this many seconds.
+        feed: more operations while the child runs: called with ``None`` at the start and with
+            every event, it returns ``(ops, last)``; the ops are sent at once, and ``last``
+            closes the child's stdin (it finishes what it has and exits).
     Returns:
         ``(events, returncode, stderr_tail)``; ``returncode`` is ``-9`` if the watchdog killed it.
     """
@@ -140,8 +144,9 @@ def run_driver(
 
     drainer = threading.Thread(target=drain_stderr, daemon=True)
     drainer.start()
-    proc.stdin.write(json.dumps(job))
-    proc.stdin.close()
+    proc.stdin.write(json.dumps({**job, "more": feed is not None}) + "\n")
+    send = _Sender(proc, feed)
+    send(None)
 
     events: list[dict] = []
     watchdog = _Watchdog(proc, idle_timeout)
@@ -153,6 +158,7 @@ def run_driver(
         events.append(event)
         if on_event is not None:
             on_event(event)
+        send(event)
     watchdog.cancel()
     proc.wait()
     drainer.join(timeout=5)
@@ -175,6 +181,28 @@ def _driver_env(env: dict[str, str] | None) -> dict[str, str]:
         [scripts_dir] + ([child_env["PATH"]] if child_env.get("PATH") else [])
     )
     return child_env
+
+
+class _Sender:
+    """Writes the operations ``feed`` hands out to the child's stdin; closes it after the last."""
+
+    def __init__(self, proc: subprocess.Popen, feed) -> None:  # noqa: ANN001
+        self.proc, self.feed = proc, feed
+        if feed is None:
+            proc.stdin.close()
+
+    def __call__(self, event: dict | None) -> None:
+        if self.feed is None or self.proc.stdin.closed:
+            return
+        ops, last = self.feed(event)
+        try:
+            for op in ops:
+                self.proc.stdin.write(json.dumps(op) + "\n")
+            self.proc.stdin.flush()
+            if last:
+                self.proc.stdin.close()
+        except (BrokenPipeError, OSError, ValueError):  # the child has gone: its events tell
+            pass
 
 
 class _Watchdog:

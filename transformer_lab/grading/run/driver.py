@@ -238,6 +238,10 @@ def _grade_student(op: dict, cfg, coursedir) -> dict:
     flags = [f"code: {flag}" for flag in scan(Path(op["staging"]), released)]
     result["flags"] = flags + list(execute.RUN.get("flags", []))
     result["hidden_failures"] = list(execute.RUN.get("hidden_failures", []))
+    verdicts = execute.RUN.get("verdicts", {})  # each check decided, per graded cell
+    result["verdicts"] = [
+        {"grade_id": g, **c} for g, v in verdicts.items() for c in v.get("checks", [])
+    ]
     if result["success"] and op.get("feedback", True):
         app = GenerateFeedback(coursedir=coursedir, config=cfg)
         app.force = True
@@ -247,70 +251,92 @@ def _grade_student(op: dict, cfg, coursedir) -> dict:
     return result
 
 
+def _job_ops(job: dict):
+    """The job's operations, then (with ``"more": true``) one JSON line per operation from
+    stdin until the parent closes it: a lane sends its next submission when it is free."""
+    yield from job["ops"]
+    if job.get("more"):
+        for line in sys.stdin:
+            if line.strip():
+                yield json.loads(line)
+
+
+def _run_op(op: dict, job: dict, root: str) -> dict:
+    """One nbgrader operation; its event (never raises)."""
+    from nbgrader.converters import Autograde, GenerateAssignment, GenerateFeedback
+    from nbgrader.coursedir import CourseDirectory
+
+    started = time.monotonic()
+    kind = op["op"]
+    event: dict = {"op": kind, **{k: v for k, v in op.items() if k != "op"}}
+    try:
+        # A fresh config per operation: nbgrader apps mutate the config they are given.
+        op_cfg = _load_config(root, job.get("config", {}), job.get("guarded", True))
+        if kind == "generate_assignment" and op.get("release_dir"):
+            op_cfg.CourseDirectory.release_directory = op["release_dir"]
+        coursedir = CourseDirectory(config=op_cfg)
+        coursedir.assignment_id = op.get("assignment", "")
+        if kind == "generate_assignment":
+            app = GenerateAssignment(coursedir=coursedir, config=op_cfg)
+            app.force = True
+            app.create_assignment = True
+            event.update(_run_app(app))
+        elif kind == "autograde":
+            coursedir.student_id = op["student"]
+            app = Autograde(coursedir=coursedir, config=op_cfg)
+            app.force = op.get("force", True)
+            app.create_student = True
+            event.update(_run_app(app))
+        elif kind == "grade_student":
+            event.update(_grade_student(op, op_cfg, coursedir))
+        elif kind == "feedback":
+            coursedir.student_id = op["student"]
+            app = GenerateFeedback(coursedir=coursedir, config=op_cfg)
+            app.force = True
+            event.update(_run_app(app))
+        elif kind == "scores":
+            event.update({"success": True, "scores": _scores(coursedir, op["assignment"])})
+        elif kind == "export":
+            event.update(_export(coursedir, op_cfg, op["to"]))
+        else:
+            event.update({"success": False, "error": f"unknown op {kind!r}"})
+    except BaseException:
+        event.update({"success": False, "error": traceback.format_exc()})
+    event["seconds"] = round(time.monotonic() - started, 2)
+    return event
+
+
+def _export(coursedir, cfg, to: str) -> dict:
+    from nbgrader.api import Gradebook
+    from nbgrader.plugins import CsvExportPlugin
+
+    plugin = CsvExportPlugin(config=cfg)
+    plugin.to = to
+    with Gradebook(coursedir.db_url, coursedir.course_id) as gb:
+        plugin.export(gb)
+    return {"success": True}
+
+
 def main() -> None:
     if sys.path and os.path.abspath(sys.path[0]) == _HERE:
         del sys.path[0]  # run as a script: our sibling modules must not shadow top-level names
     grading_without_torch()
-    job = json.loads(sys.stdin.read())
+    job = json.loads(sys.stdin.readline())
     root = os.path.abspath(job["root"])
     os.chdir(root)
 
-    from nbgrader.converters import Autograde, GenerateAssignment, GenerateFeedback
+    from nbgrader.converters import Autograde, GenerateAssignment, GenerateFeedback  # noqa: F401
     from nbgrader.coursedir import CourseDirectory
 
-    # Several grading processes may share the gradebook (--jobs, --shard): see database.py.
+    # Several grading processes may share the gradebook (--jobs, --shard): see gradebook.py.
     base_cfg = _load_config(root, job.get("config", {}), False)
     _guard_gradebook(CourseDirectory(config=base_cfg).db_url)
 
     # What is loaded now (nbgrader and its converters) stays loaded: the collector's full passes
     # while students are graded skip it (their time 1.88 -> 0.71 s for four of notebook 01).
     gc.freeze()
-    for op in job["ops"]:
-        started = time.monotonic()
-        kind = op["op"]
-        event: dict = {"op": kind, **{k: v for k, v in op.items() if k != "op"}}
-        try:
-            # A fresh config per operation: nbgrader apps mutate the config they are given.
-            op_cfg = _load_config(root, job.get("config", {}), job.get("guarded", True))
-            if kind == "generate_assignment" and op.get("release_dir"):
-                op_cfg.CourseDirectory.release_directory = op["release_dir"]
-            coursedir = CourseDirectory(config=op_cfg)
-            coursedir.assignment_id = op.get("assignment", "")
-            if kind == "generate_assignment":
-                app = GenerateAssignment(coursedir=coursedir, config=op_cfg)
-                app.force = True
-                app.create_assignment = True
-                event.update(_run_app(app))
-            elif kind == "autograde":
-                coursedir.student_id = op["student"]
-                app = Autograde(coursedir=coursedir, config=op_cfg)
-                app.force = op.get("force", True)
-                app.create_student = True
-                event.update(_run_app(app))
-            elif kind == "grade_student":
-                event.update(_grade_student(op, op_cfg, coursedir))
-            elif kind == "feedback":
-                coursedir.student_id = op["student"]
-                app = GenerateFeedback(coursedir=coursedir, config=op_cfg)
-                app.force = True
-                event.update(_run_app(app))
-            elif kind == "scores":
-                event.update({"success": True, "scores": _scores(coursedir, op["assignment"])})
-            elif kind == "export":
-                from nbgrader.api import Gradebook
-                from nbgrader.plugins import CsvExportPlugin
-
-                plugin = CsvExportPlugin(config=op_cfg)
-                plugin.to = op["to"]
-                with Gradebook(coursedir.db_url, coursedir.course_id) as gb:
-                    plugin.export(gb)
-                event.update({"success": True})
-            else:
-                event.update({"success": False, "error": f"unknown op {kind!r}"})
-        except BaseException:
-            event.update({"success": False, "error": traceback.format_exc()})
-        event["seconds"] = round(time.monotonic() - started, 2)
-        _emit(event)
+    for op in _job_ops(job):
+        _emit(_run_op(op, job, root))
     # Everything is reported. Interpreter shutdown would walk the whole heap (nbgrader, torch,
     # the checks) with the cyclic collector once more, for memory the OS takes back anyway:
     # 0.55 s of CPU per grading process (the real course's gradings). Frozen objects are skipped.

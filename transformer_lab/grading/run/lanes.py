@@ -1,11 +1,10 @@
 """The lanes of one ``tlab grade`` run: nbgrader child processes and what they report.
 
-A lane grades its students one after another in one grading process (``_driver``); the first
-lane also loads the assignment into the gradebook. Each finished step arrives as an event
-(:meth:`Lanes.lane`'s ``on_event``), kept here under a lock for every lane. If a process stops
-responding or crashes, the student it was on is reported and a new process carries on with the
-rest. How students are dealt into lanes and run at once: :mod:`.parallel`. Split from
-``autograde`` (issue 25).
+A lane is one grading process (``run/driver.py``) that takes the next submission from the work
+queue (:mod:`.queue`) whenever it is free; the first lane also loads the assignment into the
+gradebook. Each finished step arrives as an event (:meth:`Lanes.lane`'s ``on_event``), kept here
+under a lock for every lane. If a process stops responding or crashes, the submission it was on
+is reported and a new process carries on with the queue. Lanes run at once: :mod:`.parallel`.
 """
 
 from __future__ import annotations
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from transformer_lab.grading.course import run_driver
+from transformer_lab.grading.record.outcome import timed_out
 from transformer_lab.threads import decide_threads
 
 __all__ = ["Lanes", "progress_bar"]
@@ -43,38 +43,36 @@ class Lanes:
     gen_events: list[dict] = field(default_factory=list)  # loading the assignment
     other_events: list[dict] = field(default_factory=list)  # export, ...
     lock: threading.Lock = field(default_factory=threading.Lock)
+    retry_timeouts: bool = False  # several lanes: a timed-out submission is graded once more
+    retried: set[str] = field(default_factory=set)  # ... and these were
 
     def load_failed(self) -> bool:
         """Did loading the assignment fail (or not happen yet)?"""
         return not self.gen_events or not self.gen_events[-1].get("success")
 
-    def _ops(self, students: list[str], loads_assignment: bool) -> list[dict]:
+    def _student_op(self, sid: str) -> dict:
         a = self.assignment
-        ops = []
-        if loads_assignment:
-            ops.append(
-                {"op": "generate_assignment", "assignment": a, "release_dir": str(self.release_dir)}
-            )
-        for sid in students:
-            ops.append(
-                {
-                    "op": "grade_student",
-                    "assignment": a,
-                    "student": sid,
-                    "submission": str(self.submitted_root / sid / a),
-                    "staging": str(self.staging_root / sid / a),
-                    "release_dir": str(self.release_dir),
-                    "feedback": self.feedback,
-                }
-            )
-        ops.append({"op": "scores", "assignment": a})
+        return {
+            "op": "grade_student",
+            "assignment": a,
+            "student": sid,
+            "submission": str(self.submitted_root / sid / a),
+            "staging": str(self.staging_root / sid / a),
+            "release_dir": str(self.release_dir),
+            "feedback": self.feedback,
+        }
+
+    def _final_ops(self) -> list[dict]:
+        ops = [{"op": "scores", "assignment": self.assignment}]
         if self.export_to is not None:
             ops.append({"op": "export", "to": str(self.export_to)})
         return ops
 
-    def _keep(self, event: dict, students: list[str], loaded: threading.Event) -> None:
+    def _keep(self, event: dict, mine: set[str], loaded: threading.Event) -> None:
         with self.lock:
             if event["op"] == "grade_student":
+                if event["student"] in self.retried:
+                    event["regraded_alone"] = True  # the second grading, the one that counts
                 self.events_by_student[event["student"]] = event
                 if self.progress is not None:
                     self.progress.update(1)
@@ -82,61 +80,115 @@ class Lanes:
             elif event["op"] == "scores":
                 got = event.get("scores", {})
                 self.all_scores.update(got)  # other lanes' rows: only for max_score
-                self.scores_by_student.update({s: got[s] for s in students if s in got})
+                self.scores_by_student.update({s: got[s] for s in mine if s in got})
             elif event["op"] == "generate_assignment":
                 self.gen_events.append(event)
                 loaded.set()
             else:
                 self.other_events.append(event)
 
-    def lane(self, students: list[str], loads_assignment: bool, loaded: threading.Event) -> None:
-        """Grade ``students`` one after another in nbgrader child processes."""
-        remaining = list(students)
-        first_pass = True
-        while first_pass or remaining:
+    def lane(self, queue, loads_assignment: bool, loaded: threading.Event) -> None:
+        """Grade submissions from ``queue`` (:class:`.queue.WorkQueue`) one after another in
+        grading processes, taking the next one whenever this lane is free, until it is empty."""
+        mine: set[str] = set()
+        while True:
+            feeder = _Feeder(self, queue, mine)
+            ops = []
+            if loads_assignment:
+                ops.append(
+                    {"op": "generate_assignment", "assignment": self.assignment,
+                     "release_dir": str(self.release_dir)}
+                )  # fmt: skip
             events, code, stderr = run_driver(
-                {
-                    "root": str(self.root),
-                    "ops": self._ops(remaining, loads_assignment),
-                    "config": self.config,
-                    "guarded": True,
-                },
-                on_event=lambda event: self._keep(event, students, loaded),
+                {"root": str(self.root), "ops": ops, "config": self.config, "guarded": True},
+                on_event=lambda event: self._keep(event, mine, loaded),
                 env={
                     "TLAB_GRADING": "1",
                     "TLAB_SANDBOX_CPUS": f"{self.cpus:g}",
                     "TLAB_SANDBOX_THREADS": str(decide_threads(cpus=int(self.cpus))),
                 },
                 idle_timeout=self.idle_timeout,
+                feed=feeder,
             )
-            first_pass = False
+            feeder.stop()
             gen = next((e for e in events if e["op"] == "generate_assignment"), None)
             if loads_assignment and (gen is None or not gen.get("success")):
                 if gen is None:
                     self.gen_events.append({"op": "generate_assignment", "success": False})
                 self.gen_events[-1]["stderr"] = stderr
+                if feeder.current is not None:
+                    queue.release(feeder.current)
                 return
-            stuck = [sid for sid in remaining if sid not in self.events_by_student]
-            if not stuck:
-                return
-            # The process died or hung on stuck[0]; report it and carry on with the rest.
-            with self.lock:
-                self.events_by_student[stuck[0]] = {
-                    "op": "grade_student",
-                    "student": stuck[0],
-                    "success": False,
-                    "error": "the grading process stopped responding on this submission and was restarted"
-                    if code == -9
-                    else f"the grading process crashed (exit code {code}): {stderr[-300:]}",
-                }
-                if self.progress is not None:
-                    self.progress.update(1)
-            remaining = stuck[1:]
+            loads_assignment = False
+            if feeder.current is None:
+                return  # the queue ran dry and the process finished
+            # The process died or hung on the submission in flight: report it, carry on.
+            self._lost(feeder.current, code, stderr)
+            queue.finish(feeder.current, graded=False)
 
-    def after_load(self, students: list[str], loads_assignment: bool, loaded) -> None:
+    def _lost(self, sid: str, code: int, stderr: str) -> None:
+        with self.lock:
+            self.events_by_student[sid] = {
+                "op": "grade_student",
+                "student": sid,
+                "success": False,
+                "error": "the grading process stopped responding on this submission and was restarted"
+                if code == -9
+                else f"the grading process crashed (exit code {code}): {stderr[-300:]}",
+            }
+            if self.progress is not None:
+                self.progress.update(1)
+
+    def after_load(self, queue, loads_assignment: bool, loaded) -> None:
         """A lane that waits for the first to load the assignment, and runs only if it did."""
         if loads_assignment or not self.load_failed():
-            self.lane(students, loads_assignment, loaded)
+            self.lane(queue, loads_assignment, loaded)
+
+
+class _Feeder:
+    """Hands a grading process its next submission each time it reports one finished.
+
+    A submission that timed out while other lanes were busy is queued once more (any free lane
+    takes it again); its second grading is the one that counts.
+    """
+
+    def __init__(self, lanes: Lanes, queue, mine: set[str]) -> None:  # noqa: ANN001
+        self.lanes, self.queue, self.mine = lanes, queue, mine
+        self.current: str | None = None
+        self.lease = None
+
+    def _claim(self) -> tuple[list[dict], bool]:
+        from transformer_lab.grading.run.queue import Lease
+
+        self.current = self.queue.claim()
+        if self.current is None:
+            return self.lanes._final_ops(), True
+        self.mine.add(self.current)
+        self.lease = Lease(self.queue, self.current).__enter__()
+        return [self.lanes._student_op(self.current)], False
+
+    def stop(self) -> None:
+        if self.lease is not None:
+            self.lease.__exit__()
+            self.lease = None
+
+    def __call__(self, event: dict | None) -> tuple[list[dict], bool]:
+        if event is None:
+            return self._claim()
+        if event["op"] != "grade_student" or event.get("student") != self.current:
+            return [], False
+        self.stop()
+        sid, self.current = self.current, None
+        if self.lanes.retry_timeouts and timed_out(event) and sid not in self.lanes.retried:
+            with self.lanes.lock:
+                self.lanes.retried.add(sid)
+                self.lanes.events_by_student.pop(sid, None)
+                if self.lanes.progress is not None:
+                    self.lanes.progress.total += 1
+            self.queue.release(sid)
+        else:
+            self.queue.finish(sid, graded=bool(event.get("success")))
+        return self._claim()
 
 
 def progress_bar(total: int):

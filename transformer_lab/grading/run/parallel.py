@@ -1,10 +1,13 @@
 """A class at scale: ``tlab grade --jobs N`` (one machine) and ``--shard K/N`` (many machines).
 
-Jobs. The submissions to grade are dealt round-robin into N lanes; each lane is one nbgrader
-child process (``_driver``) that grades its submissions one after another, each in a fresh
-kernel, through the same ``grade_student`` step as a single-job run. The first lane loads the
-assignment into the gradebook; the others start once that is done. Writes to a SQLite gradebook
-are serialised by a file lock, PostgreSQL takes concurrent writers (:mod:`.database`).
+Jobs. N lanes take the submissions to grade from one work queue (:mod:`.queue`), each the next
+one whenever it is free; each lane is one grading process (``run/driver.py``) that grades its
+submissions one after another, each in a fresh kernel, through the same ``grade_student`` step as
+a single-job run. The first lane loads the assignment into the gradebook; the others start once
+that is done. Writes to a SQLite gradebook are serialised by a file lock, PostgreSQL takes
+concurrent writers (:mod:`transformer_lab.grading.record.gradebook`). The queue lives in the
+gradebook's database (PostgreSQL) or beside it (SQLite), so several ``tlab grade`` processes on
+one course share it and grade each submission once.
 
 Shards. ``--shard K/N`` grades the students whose id hashes (SHA-256, not Python's salted
 ``hash``) to slice K of N, so the same student always lands in the same shard whatever the
@@ -69,28 +72,27 @@ def deal(items: Sequence[str], lanes: int) -> list[list[str]]:
 
 
 def run_lanes(
-    lane: Callable[[list[str], bool, threading.Event], None],
-    students: Sequence[str],
+    lane: Callable[[object, bool, threading.Event], None],
+    queue: object,
     jobs: int,
 ) -> None:
-    """Grade ``students`` in ``jobs`` lanes at once.
+    """Run ``jobs`` lanes at once, each taking submissions from ``queue`` until it is empty.
 
-    ``lane(students, loads_assignment, assignment_loaded)`` grades one lane's students; the lane
-    with ``loads_assignment=True`` sets ``assignment_loaded`` once the gradebook has the
-    assignment (or failed to load it), and the other lanes wait for it before starting.
+    ``lane(queue, loads_assignment, assignment_loaded)`` is one lane; the lane with
+    ``loads_assignment=True`` sets ``assignment_loaded`` once the gradebook has the assignment
+    (or failed to load it), and the other lanes wait for it before starting.
     """
-    groups = deal(students, jobs)
     loaded = threading.Event()
-    if len(groups) <= 1:
-        lane(groups[0] if groups else [], True, loaded)
+    if jobs <= 1:
+        lane(queue, True, loaded)
         return
     errors: list[BaseException] = []
 
-    def work(group: list[str], first: bool) -> None:
+    def work(first: bool) -> None:
         try:
             if not first:
                 loaded.wait()
-            lane(group, first, loaded)
+            lane(queue, first, loaded)
         except BaseException as exc:  # reported after every lane has finished
             errors.append(exc)
         finally:
@@ -98,8 +100,8 @@ def run_lanes(
                 loaded.set()
 
     threads = [
-        threading.Thread(target=work, args=(group, i == 0), name=f"tlab-lane-{i + 1}")
-        for i, group in enumerate(groups)
+        threading.Thread(target=work, args=(i == 0,), name=f"tlab-lane-{i + 1}")
+        for i in range(jobs)
     ]
     for t in threads:
         t.start()
