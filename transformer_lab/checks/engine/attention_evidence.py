@@ -61,6 +61,15 @@ def close_but_empty_rows(actual: Tensor, expected: Tensor, empty: Tensor | None)
     return bool(((rows == 0).all(dim=-1) | TRUSTED.isnan(rows).all(dim=-1)).all())
 
 
+def _right(out, expected) -> bool:
+    """Is ``out`` a tensor of ``expected``'s shape and values?"""
+    return (
+        TRUSTED.is_tensor(out)
+        and out.shape == expected.shape
+        and TRUSTED.allclose(out.double(), expected.double(), atol=ATOL, rtol=RTOL, equal_nan=True)
+    )
+
+
 def _matmul_widths(text: str) -> tuple[int, int] | None:
     """(inner width of mat1, inner width of mat2) from 'shapes cannot be multiplied (AxB and CxD)'."""
     import re
@@ -88,6 +97,16 @@ def tensor_error_hint(exc: BaseException, expected_signature: str, C: int | None
         return (
             "the projections are (C, D) matrices applied as x @ w (row vectors: Q = X W_q), "
             "not w @ x or x @ w.T"
+        )
+    import re
+
+    found = re.search(r"\((\d+)x(\d+) and (\d+)x(\d+)\)", text)
+    if found and int(found.group(1)) == int(found.group(3)) == int(found.group(4)):
+        # (T x D) @ (D' x T) with D' != D: keys of another width than the queries, transposed
+        return (
+            f"the scores multiply queries of width {found.group(2)} by keys of width "
+            f"{found.group(3)}: q and k need the same width D (the keys come from w_k, the "
+            f"values from w_v)"
         )
     if isinstance(exc, (RuntimeError, IndexError)) and any(
         w in text for w in ("size", "shape", "dimension", "multiplied", "range")
@@ -124,6 +143,15 @@ def check_attention_pair(
         if empty is not None:
             case.data["masked_rows"] = empty
         run.outputs = (weights, exp_w)
+        if mask is not None and _right(out, exp_out):  # the output saw the mask, the weights not
+            scores = q.double() @ k.double().transpose(-2, -1) / math.sqrt(q.shape[-1])
+            if TRUSTED.allclose(weights.double(), torch.softmax(scores, -1), atol=1e-4):
+                run.fail(
+                    "your output is right, but the weights you return are the unmasked ones "
+                    "(computed before masking): return the masked weights, those the output "
+                    "is computed from",
+                    case,
+                )
         mistakes = attention_mistakes(q, k, v, mask, widths)
         run.explain(
             weights,

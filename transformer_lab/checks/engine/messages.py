@@ -127,6 +127,11 @@ def common_error_hint(exc: BaseException) -> str:
             ".view(...) needs a contiguous tensor, and this one is not (a slice such as "
             "x[:, :-1], a transpose or a permute makes such views): use .reshape(...)"
         )
+    if "Expected target size" in text:  # F.cross_entropy on (B, T, V) logits
+        return (
+            "F.cross_entropy reads the classes on dim 1: flatten the logits to (N, V) and the "
+            "targets to (N,) (logits.reshape(-1, V), targets.reshape(-1)) before calling it"
+        )
     if "leaf Variable" in text:
         return "copy into parameters under `with torch.no_grad():`"
     if "same device" in text:

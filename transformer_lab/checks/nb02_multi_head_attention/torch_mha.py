@@ -120,7 +120,11 @@ def check_to_torch_mha(to_torch_mha, hidden: bool = False) -> None:
                 "create the module with batch_first=True: the course's inputs are (B, T, C).", case
             )
         if module.training:
-            run.fail("call .eval() on the module before returning it.", case)
+            run.fail(
+                "call .eval() on the module before returning it: in training mode its dropout "
+                f"(dropout={module.dropout}) is active and the outputs change from call to call.",
+                case,
+            )
         extras = [
             n for n in ("in_proj_bias", "bias_k", "bias_v") if getattr(module, n, None) is not None
         ]

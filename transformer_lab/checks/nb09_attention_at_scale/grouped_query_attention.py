@@ -22,7 +22,7 @@ __all__ = ["check_grouped_query_attention"]
 
 
 # ---------------------------------------------------------------------------------------------
-def _attend(q, k, v, scale=True, mask=None):
+def _attend(q, k, v, scale=True, mask=None, dim=-1):
     s = q @ k.transpose(-2, -1)
     if scale is True:
         s = s / math.sqrt(q.shape[-1])
@@ -30,7 +30,7 @@ def _attend(q, k, v, scale=True, mask=None):
         s = s / scale
     if mask is not None:
         s = s.masked_fill(~mask, float("-inf"))
-    return torch.softmax(s, dim=-1) @ v
+    return torch.softmax(s, dim=dim) @ v
 
 
 def _gqa_mistakes(q, k, v) -> list[Mistake]:
@@ -74,6 +74,11 @@ def _gqa_mistakes(q, k, v) -> list[Mistake]:
         Mistake(
             "the keys and the values are swapped: scores come from q and k, the output averages v",
             lambda: _attend(q, vr, kr),
+        ),
+        Mistake(
+            "the softmax runs over the queries (dim=-2); each query's weights over the keys "
+            "must sum to 1: softmax(scores, dim=-1)",
+            lambda: _attend(q, kr, vr, dim=-2),
         ),
         Mistake(
             "a causal mask is applied; this exercise has no mask: every query sees every key",

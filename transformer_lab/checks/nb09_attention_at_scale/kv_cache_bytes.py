@@ -86,7 +86,6 @@ def check_kv_cache_bytes(kv_cache_bytes, hidden: bool = False) -> None:
                 expected // 2,
                 "the factor 2 is missing: the cache holds a key AND a value per layer, head and token",
             ),
-            (expected * 8, "that is bits, not bytes: bytes_per_value already counts bytes"),
             (
                 expected // nbytes,
                 "bytes_per_value is missing: each stored number takes bytes_per_value bytes",
@@ -110,8 +109,12 @@ def check_kv_cache_bytes(kv_cache_bytes, hidden: bool = False) -> None:
         for unit, name in ((2**10, "KiB"), (2**20, "MiB"), (2**30, "GiB")):
             known.append((expected // unit, f"that is {name} (bytes // 2**{unit.bit_length() - 1}), "
                           f"not bytes; return the number of bytes"))  # fmt: skip
-        known.append((expected // 8, "your result is divided by 8 (bits to bytes?): "
-                      "bytes_per_value already counts bytes, so multiply by it and do not divide"))  # fmt: skip
+        if 8 not in (L, H_kv, D, T, B, nbytes):  # else a factor 8 may be an argument's
+            known.append((expected * 8, "that is bits, not bytes: bytes_per_value already counts "
+                          "bytes"))  # fmt: skip
+            known.append((expected // 8, "your result is divided by 8 (bits to bytes?): "
+                          "bytes_per_value already counts bytes, so multiply by it and do not "
+                          "divide"))  # fmt: skip
         known.append((expected // T * (T + 1), "one token too many: the cache holds exactly "
                       "seq_len tokens (seq_len + 1 used)"))  # fmt: skip
         for name, f in (("n_layers", L), ("n_kv_heads", H_kv), ("d_head", D), ("seq_len", T),
