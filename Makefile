@@ -33,7 +33,7 @@ DEV_STAMP := $(VENV)/.installed-dev
 JOBS       ?= auto
 PYTEST     := $(BIN)/python -m pytest -n $(JOBS)
 
-.PHONY: lab test test-quick bytecode install install-dev deps torch-choice release benchmarks clean
+.PHONY: lab test test-quick bytecode install install-dev deps torch-choice release benchmarks gpu-check clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -97,6 +97,12 @@ release: $(STAMP)  ## regenerate notebooks/ from solutions/ with nbgrader
 
 benchmarks: $(STAMP)  ## run every benchmark script (all of them, then fail if any target failed)
 	status=0; for f in benchmarks/bench_*.py; do $(BIN)/python $$f || status=1; done; exit $$status
+
+# Every model, train(), KV-cache generation and tiled attention on CUDA against the CPU, a notebook
+# with the GPU visible and torchrun over NCCL: one PASS/FAIL/SKIP line each, about a minute.
+# Without CUDA it skips everything and succeeds. Another interpreter: make gpu-check VENV=/path.
+gpu-check:  ## (NVIDIA GPU, after make install TORCH=cuda) check the GPU path against the CPU
+	$(BIN)/python benchmarks/gpu_check.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache
