@@ -48,7 +48,7 @@ def print_machine() -> None:
     """One line saying where the figures come from (the load matters on a shared machine)."""
     print(
         f"machine: {os.cpu_count()} CPUs ({cpu_model()}), torch {torch.__version__}, "
-        f"{torch.get_num_threads()} threads, Python {platform.python_version()}, "
+        f"{torch.get_num_threads()} torch threads, Python {platform.python_version()}, "
         f"load average {load_average()}"
     )
 
@@ -61,14 +61,26 @@ def base_parser(description: str) -> argparse.ArgumentParser:
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
-        "--threads", type=int, default=None, help="torch threads (default: torch's choice)"
+        "--threads",
+        type=int,
+        default=None,
+        help="torch intra-op threads (default: every CPU this process may use)",
     )
     return parser
 
 
 def setup(args: argparse.Namespace) -> None:
-    if args.threads is not None:
-        torch.set_num_threads(args.threads)
+    """Set the thread count the run states (``--threads``, else every usable CPU) and print it.
+
+    Without this the count would depend on what the script imported: ``transformer_lab.train``
+    applies the course's one-thread default, torch alone one thread per core.
+    """
+    from transformer_lab.threads import usable_cpus
+
+    threads = usable_cpus() if args.threads is None else args.threads
+    if threads < 1:
+        sys.exit(f"--threads must be at least 1, but is {threads}.")
+    torch.set_num_threads(threads)
     print_machine()
 
 

@@ -34,6 +34,7 @@ class TrainConfig:
     desc: str = "training"  # the bar's label
     checkpoint: str | None = None  # save model, optimizer and step here at each evaluation point
     resume: bool = False  # continue from ``checkpoint``'s step (same schedule) if the file exists
+    threads: int | None = None  # torch intra-op threads for this run (restored after); None: as set
 
     def __post_init__(self) -> None:
         if isinstance(self.steps, bool) or not isinstance(self.steps, int) or self.steps < 1:
@@ -48,6 +49,12 @@ class TrainConfig:
                 raise ValueError(
                     f"{name} must be an integer >= {least} or None, but received {value!r}."
                 )
+        if self.threads is not None and (
+            isinstance(self.threads, bool) or not isinstance(self.threads, int) or self.threads < 1
+        ):
+            raise ValueError(
+                f"threads must be a positive integer or None, but received {self.threads!r}."
+            )
         if self.schedule not in SCHEDULES:
             raise ValueError(
                 f"schedule must be one of {SCHEDULES}, but received {self.schedule!r}."

@@ -20,6 +20,7 @@ class History:
         eval: each evaluation metric's values, e.g. ``{"loss": [...], "accuracy": [...]}``.
         elapsed: wall-clock seconds of the training loop (evaluations included).
         steps: steps actually taken; ``capped`` is True when grading mode reduced them.
+        threads: torch's intra-op thread count during the run (times compare only at equal counts).
     """
 
     step: list[int] = field(default_factory=list)
@@ -30,6 +31,7 @@ class History:
     elapsed: float = 0.0
     steps: int = 0
     capped: bool = False
+    threads: int = 0
 
     @property
     def eval_loss(self) -> list[float]:

@@ -17,6 +17,7 @@ import torch
 from torch import Tensor, nn
 
 from transformer_lab._mode import grading_caps, grading_mode
+from transformer_lab.threads import torch_threads
 from transformer_lab.train.batches import Batches, BatchStream, to_device
 from transformer_lab.train.checkpoints import load_checkpoint, save_checkpoint
 from transformer_lab.train.config import TrainConfig
@@ -108,12 +109,15 @@ def train(
         stream = ShardedStream(stream, parallel.rank, parallel.world_size)
         eval_fn = eval_fn if parallel.is_main else None  # process 0 evaluates; the others wait
     run = _Run(model, parallel.wrap(model) if parallel else model, opt, cfg, parallel)
-    start = time.perf_counter()
-    try:
-        _loop(run, stream, loss_fn, eval_fn, steps, history, first)
-    finally:
-        history.elapsed = time.perf_counter() - start
-        model.eval()
+    threads = torch.get_num_threads() if cfg.threads is None else cfg.threads
+    with torch_threads(threads):  # the stated count for this run, the caller's afterwards
+        history.threads = threads
+        start = time.perf_counter()
+        try:
+            _loop(run, stream, loss_fn, eval_fn, steps, history, first)
+        finally:
+            history.elapsed = time.perf_counter() - start
+            model.eval()
     return history
 
 
@@ -142,7 +146,8 @@ def _loop(run: _Run, stream, loss_fn, eval_fn, steps: int, history: History, fir
     eval_every = max(1, cfg.steps // 10) if cfg.eval_every is None else cfg.eval_every
     params = [p for group in run.opt.param_groups for p in group["params"]]
     device = model_device(model)
-    bar = _Bar(steps, cfg.desc, enabled=cfg.progress and not grading_mode() and run.is_main)
+    desc = f"{cfg.desc} ({history.threads} thread{'s' * (history.threads != 1)})"
+    bar = _Bar(steps, desc, enabled=cfg.progress and not grading_mode() and run.is_main)
     running, count = torch.zeros((), device=device), 0
     model.train()
     with bar:
