@@ -14,7 +14,13 @@ next-token distribution is peaked and greedy choices are not near-ties that roun
 
 Target: the cache is at least 3x faster for 256 new tokens.
 
-    python benchmarks/bench_kv_cache.py [--repeats 3] [--quick]
+Against Hugging Face (``--hf-new-tokens``, skipped if ``transformers`` is missing): GPT-2 small
+(124M, random weights from ``GPT2Config()``, copied into ours with ``GPT.from_huggingface``), a
+128-token prompt, 64 greedy tokens, ``generate`` on both sides, with and without the cache,
+interleaved; the tokens must be the same. Target: ours takes <= 0.8x Hugging Face's time with
+the cache. The thread count is stated (``--threads``, default every usable CPU) and printed.
+
+    python benchmarks/bench_kv_cache.py [--repeats 3] [--threads 2] [--quick]
 """
 
 from __future__ import annotations
@@ -31,6 +37,68 @@ from transformer_lab.data import shakespeare
 from transformer_lab.models import GPT, GPTConfig
 
 TARGET_SPEEDUP = 3.0
+TARGET_HF_RATIO = 0.8  # our cached generation's time over transformers' at GPT-2 small
+
+
+def against_huggingface(args) -> list[bool]:
+    """GPT-2 small, ours vs ``transformers``' ``generate``, greedy, with and without the cache."""
+    try:
+        import transformers
+        from transformers import GPT2Config, GPT2LMHeadModel
+    except ImportError:
+        print("SKIP  against Hugging Face: transformers is not installed (pip install -e '.[dev]')")
+        return [True]
+    torch.manual_seed(args.seed)
+    hf = GPT2LMHeadModel(GPT2Config()).eval()
+    ours = GPT.from_huggingface(hf)
+    prompt = torch.randint(0, hf.config.vocab_size, (1, args.hf_prompt_tokens))  # (1, T0)
+    n = args.hf_new_tokens
+
+    def theirs(use_cache: bool) -> torch.Tensor:
+        with torch.no_grad():
+            return hf.generate(
+                prompt, max_new_tokens=n, min_new_tokens=n, do_sample=False,
+                use_cache=use_cache, pad_token_id=0,
+            )  # fmt: skip
+
+    def mine(use_cache: bool) -> torch.Tensor:
+        return ours.generate(prompt, n, temperature=0.0, use_cache=use_cache, progress=False)
+
+    print(
+        f"\nGPT-2 small ({ours.num_parameters() / 1e6:.0f}M, random weights) against transformers "
+        f"{transformers.__version__}: prompt {args.hf_prompt_tokens} tokens, {n} greedy tokens, "
+        f"{torch.get_num_threads()} threads, median of {args.repeats}"
+    )
+    results = []
+    for use_cache in (True, False):
+        sides = {"ours": mine, "transformers": theirs}
+        for side in sides.values():
+            side(use_cache)  # warm-up
+        times, outs = {k: [] for k in sides}, {}
+        for _ in range(args.repeats):  # interleaved: a busy machine slows both alike
+            for name, side in sides.items():
+                start = time.perf_counter()
+                outs[name] = side(use_cache)
+                times[name].append(time.perf_counter() - start)
+        same = torch.equal(outs["ours"], outs["transformers"])
+        t_ours, t_hf = (statistics.median(times[k]) for k in ("ours", "transformers"))
+        label = "with the cache" if use_cache else "without the cache"
+        print(
+            f"{label}: ours {t_ours:.2f} s ({1e3 * t_ours / n:.1f} ms/token), transformers "
+            f"{t_hf:.2f} s ({1e3 * t_hf / n:.1f} ms/token), ratio {t_ours / t_hf:.2f}x, "
+            f"same tokens: {'yes' if same else 'NO'}"
+        )
+        assert same, f"{label}: our tokens differ from transformers'"
+        if use_cache:
+            results.append(
+                verdict(
+                    f"GPT-2 small with the cache <= {TARGET_HF_RATIO}x transformers' time",
+                    t_ours / t_hf <= TARGET_HF_RATIO,
+                    f"{t_ours / t_hf:.2f}x at {torch.get_num_threads()} threads",
+                    args.quick,
+                )
+            )
+    return results
 
 
 def timed_generate(
@@ -50,9 +118,13 @@ def main() -> None:
     parser.add_argument("--prompt-tokens", type=int, default=256)
     parser.add_argument("--batch-size", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--hf-prompt-tokens", type=int, default=128)
+    parser.add_argument(
+        "--hf-new-tokens", type=int, default=64, help="GPT-2 small against transformers (0: skip)"
+    )
     args = parser.parse_args()
     if args.quick:
-        args.new_tokens, args.repeats = 16, 1
+        args.new_tokens, args.repeats, args.hf_new_tokens = 16, 1, 4
     setup(args)
 
     torch.manual_seed(args.seed)
@@ -99,6 +171,8 @@ def main() -> None:
                 args.quick,
             )
         )
+    if args.hf_new_tokens > 0:
+        results += against_huggingface(args)
     finish(results)
 
 
