@@ -19,7 +19,7 @@ c.CourseDirectory.course_id = "transformer-lab"
 # --- Gradebook --------------------------------------------------------------------------
 # SQLite file gradebook.db by default. A class graded by several processes or machines, or
 # served by JupyterHub's formgrader, shares one PostgreSQL database instead (psycopg 3,
-# `pip install "transformer-lab[postgres]"`); set the URL in the environment, not in git:
+# `pip install -e ".[postgres]"` in this repository); set the URL in the environment, not in git:
 #   export TLAB_GRADEBOOK_URL="postgresql+psycopg://grader@db-host/transformer_lab"
 import os  # noqa: E402
 

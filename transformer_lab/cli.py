@@ -148,10 +148,15 @@ def _cmd_extend(args) -> int:
 def _record_of(args):
     from transformer_lab.grading.record.decisions import course_id_of
     from transformer_lab.grading.record.export import _alembic_on_path
-    from transformer_lab.grading.record.gradebook import gradebook_url, guard_gradebook
+    from transformer_lab.grading.record.gradebook import (
+        check_database,
+        gradebook_url,
+        guard_gradebook,
+    )
 
     root = _root(args)
     url = gradebook_url(root)
+    check_database(url)
     _alembic_on_path()
     guard_gradebook(url)
     return root, url, course_id_of(root)
@@ -408,6 +413,7 @@ def main(argv: list[str] | None = None) -> int:
     sys.modules.setdefault("rfc3987_syntax", None)
     from transformer_lab.grading.course import CourseError
     from transformer_lab.grading.inert import InertStream
+    from transformer_lab.grading.record.gradebook import GradebookError
 
     args = build_parser().parse_args(argv)
     # Much of what tlab prints comes from submissions (flags, reasons, file names): every
@@ -416,7 +422,7 @@ def main(argv: list[str] | None = None) -> int:
     sys.stdout, sys.stderr = InertStream(sys.stdout), InertStream(sys.stderr)
     try:
         return args.func(args)
-    except (CourseError, FileNotFoundError) as exc:
+    except (CourseError, FileNotFoundError, GradebookError) as exc:
         print(f"tlab {args.command}: error: {exc}", file=sys.stderr)
         return 1
     finally:

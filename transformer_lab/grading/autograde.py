@@ -37,7 +37,11 @@ from transformer_lab.grading.course import (
     run_driver,
 )
 from transformer_lab.grading.preflight.integrity import fingerprint
-from transformer_lab.grading.record.gradebook import check_driver_available, gradebook_url
+from transformer_lab.grading.record.gradebook import (
+    check_database,
+    check_driver_available,
+    gradebook_url,
+)
 from transformer_lab.grading.record.outcome import (
     backup,
     classify_failure,
@@ -127,6 +131,7 @@ def _plan(root: Path, assignment: str, options: GradeOptions) -> _Plan:
     plan.url = gradebook_url(root)
     try:
         check_driver_available(plan.url)
+        check_database(plan.url)  # reachable, created, UTF-8: one sentence, not a traceback
     except ValueError as exc:
         raise CourseError(str(exc)) from None
     report = plan.report

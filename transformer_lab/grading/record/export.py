@@ -40,7 +40,12 @@ from pathlib import Path
 from transformer_lab.grading.course import CourseError
 from transformer_lab.grading.inert import csv_writer
 from transformer_lab.grading.record.decisions import formgrader_resolutions
-from transformer_lab.grading.record.gradebook import gradebook_url, guard_gradebook, sqlite_path
+from transformer_lab.grading.record.gradebook import (
+    check_database,
+    gradebook_url,
+    guard_gradebook,
+    sqlite_path,
+)
 from transformer_lab.grading.record.report import GradingReport
 
 __all__ = ["Column", "ClassGrades", "collect_grades", "write_canvas", "write_moodle", "export"]
@@ -180,6 +185,7 @@ def _checked_url(root: Path) -> str:
         check_driver_available(url)
     except ValueError as exc:
         raise CourseError(str(exc)) from None
+    check_database(url)
     _alembic_on_path()
     guard_gradebook(url)  # wait for a grading process's write instead of "database is locked"
     return url

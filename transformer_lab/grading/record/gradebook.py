@@ -7,7 +7,8 @@ environment variable ``TLAB_GRADEBOOK_URL``, so every grading process of a class
 
     TLAB_GRADEBOOK_URL=postgresql+psycopg://grader@db-host/transformer_lab
 
-(psycopg 3, ``pip install "transformer-lab[postgres]"``; nbgrader creates its tables itself).
+(psycopg 3, ``pip install -e ".[postgres]"`` in this repository; nbgrader creates its tables;
+the database must exist and be UTF-8, see :func:`check_database`).
 
 Concurrent writers (see :func:`guard_gradebook`, installed in every nbgrader child process):
 
@@ -85,8 +86,51 @@ def check_driver_available(url: str) -> None:
     except ImportError:
         raise ValueError(
             f"expected the psycopg package for the PostgreSQL gradebook {_redact(url)}, but it is "
-            f'not installed; run: pip install "transformer-lab[postgres]"'
+            f'not installed; run: pip install -e ".[postgres]" in the course repository'
         ) from None
+
+
+class GradebookError(ValueError):
+    """The gradebook's database cannot be used as it is (a one-sentence reason)."""
+
+
+_checked: set[str] = set()
+
+
+def check_database(url: str) -> None:
+    """Raise :class:`GradebookError` if a PostgreSQL gradebook cannot be reached, does not
+    exist, or is not UTF-8 (nbgrader then fails with a ``TypeError`` on the first name it
+    reads); checked once per URL and process, by the ``tlab`` commands before they start.
+    SQLite needs nothing."""
+    if not is_postgres(url) or url in _checked:
+        return
+    check_driver_available(url)
+    import psycopg
+    from sqlalchemy import create_engine
+
+    engine = create_engine(url, future=True)  # only to read the URL as SQLAlchemy would
+    args, kwargs = engine.dialect.create_connect_args(engine.url)
+    engine.dispose()
+    try:  # psycopg itself: SQLAlchemy's first connection to a SQL_ASCII database raises
+        with psycopg.connect(*args, **kwargs) as conn:
+            encoding = conn.execute("SHOW server_encoding").fetchone()[0]
+    except psycopg.OperationalError as exc:
+        said = (str(exc).strip().splitlines() or ["?"])[0].split(" failed: ")[-1].rstrip(".")
+        if "does not exist" in said:  # FATAL:  database "x" does not exist
+            reason = said.split("FATAL:")[-1].strip() + "; create it (createdb)"
+        else:
+            reason = f"it cannot be reached ({said}; is the server running?)"
+        raise GradebookError(
+            f"expected a PostgreSQL gradebook at {_redact(url)}, but {reason}."
+        ) from None
+    if isinstance(encoding, bytes):  # psycopg hands out bytes when the database is SQL_ASCII
+        encoding = encoding.decode("ascii", "replace")
+    if str(encoding).upper() not in ("UTF8", "UTF-8"):
+        raise GradebookError(
+            f"expected a UTF-8 database for the gradebook {_redact(url)}, but its encoding is "
+            f"{encoding}; create the cluster with initdb --encoding=UTF8 --locale=C.UTF-8."
+        )
+    _checked.add(url)
 
 
 def _redact(url: str) -> str:

@@ -37,7 +37,11 @@ def review(
 ) -> str:
     """``tlab review``: list open reviews, show one student's evidence, or record a decision."""
     from transformer_lab.grading.course import CourseError
-    from transformer_lab.grading.record.gradebook import gradebook_url, guard_gradebook
+    from transformer_lab.grading.record.gradebook import (
+        check_database,
+        gradebook_url,
+        guard_gradebook,
+    )
 
     root = Path(root).resolve()
     report = GradingReport.load(root, assignment)
@@ -46,6 +50,7 @@ def review(
             f"expected a grading report for {assignment}, but it has not been graded yet."
         )
     url, course = gradebook_url(root), course_id_of(root)
+    check_database(url)
     guard_gradebook(url)
     found = formgrader_resolutions(url, course, report)
     lines = [f"recorded: {d.student_id} resolved in the formgrader ({d.note})" for d in found]

@@ -163,10 +163,15 @@ def import_roster(
     from transformer_lab.grading.course import read_course_dirs
     from transformer_lab.grading.record.decisions import course_id_of
     from transformer_lab.grading.record.export import _alembic_on_path
-    from transformer_lab.grading.record.gradebook import gradebook_url, guard_gradebook
+    from transformer_lab.grading.record.gradebook import (
+        check_database,
+        gradebook_url,
+        guard_gradebook,
+    )
 
     lms, entries = read_roster(Path(path), id_column)
     url, course = gradebook_url(root), course_id_of(root)
+    check_database(url)
     _alembic_on_path()
     guard_gradebook(url)
     with Gradebook(url, course) as gb:
