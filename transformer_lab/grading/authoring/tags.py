@@ -71,10 +71,30 @@ def metadata_from_tags(index: int, cell, result: AuthoringResult) -> dict | None
     if not tags:
         return None
     where = describe_cell(index, cell)
-    solution = "solution" in tags
-    readonly = "readonly" in tags
-    points = None
-    explicit_id = None
+    solution, readonly = "solution" in tags, "readonly" in tags
+    points, explicit_id = _points_and_id(tags, where, result)
+    graded = points is not None
+    if not (solution or graded or readonly):
+        result.errors.append(
+            f"{where}: an id: tag needs a role tag too (solution, tests:N or readonly)"
+        )
+        return None
+    _check_roles(cell, where, solution, graded, readonly, result)
+    meta = {
+        "grade": graded,
+        "grade_id": _grade_id(cell, explicit_id),
+        "locked": readonly or (graded and not solution),
+        "schema_version": 3,
+        "solution": solution,
+    }
+    if graded:
+        meta["points"] = points
+    return meta
+
+
+def _points_and_id(tags: list[str], where: str, result: AuthoringResult):
+    """(points of the tests:N tag or None, the id: tag's grade id or None); errors recorded."""
+    points = explicit_id = None
     for tag in tags:
         m = TESTS_TAG_RE.match(tag)
         if m:
@@ -95,12 +115,11 @@ def metadata_from_tags(index: int, cell, result: AuthoringResult) -> dict | None
                 result.errors.append(
                     f"{where}: grade id {explicit_id!r} must match [A-Za-z0-9_-]+ (letters, digits, _ and -)"
                 )
-    graded = points is not None
-    if not (solution or graded or readonly):
-        result.errors.append(
-            f"{where}: an id: tag needs a role tag too (solution, tests:N or readonly)"
-        )
-        return None
+    return points, explicit_id
+
+
+def _check_roles(cell, where: str, solution: bool, graded: bool, readonly: bool, result) -> None:
+    """The role tags a cell of this type may carry together."""
     if readonly and (solution or graded):
         result.errors.append(f"{where}: 'readonly' cannot be combined with 'solution' or 'tests:N'")
     if cell.cell_type == "markdown" and graded != solution:
@@ -111,24 +130,15 @@ def metadata_from_tags(index: int, cell, result: AuthoringResult) -> dict | None
     if cell.cell_type == "raw" and (solution or graded):
         result.errors.append(f"{where}: raw cells cannot be answer or test cells")
 
+
+def _grade_id(cell, explicit_id: str | None) -> str:
+    """The id: tag's id, else a stable existing id, else one derived from the cell's id."""
     existing = cell.metadata.get("nbgrader", {}).get("grade_id")
     if explicit_id is not None:
-        grade_id = explicit_id
-    elif existing and not (existing.startswith("cell-") and existing != f"cell-{cell['id']}"):
-        grade_id = existing  # keep a stable id (grades in a gradebook refer to it)
-    else:
-        grade_id = f"cell-{cell['id']}"  # derived; re-derived if the cell was copy-pasted
-
-    meta = {
-        "grade": graded,
-        "grade_id": grade_id,
-        "locked": readonly or (graded and not solution),
-        "schema_version": 3,
-        "solution": solution,
-    }
-    if graded:
-        meta["points"] = points
-    return meta
+        return explicit_id
+    if existing and not (existing.startswith("cell-") and existing != f"cell-{cell['id']}"):
+        return existing  # keep a stable id (grades in a gradebook refer to it)
+    return f"cell-{cell['id']}"  # derived; re-derived if the cell was copy-pasted
 
 
 def check_cell_content(index: int, cell, result: AuthoringResult) -> None:
