@@ -619,6 +619,112 @@ def emb_requires_grad(ids, w):
     return F.one_hot(ids, w.shape[0]).to(w.dtype) @ w
 
 
+# ---------------------------------------------------------------------------------------------
+# Issue 39: families the text-only holdout found weak (pairs sorted, wrapped or made of one
+# token; merges that overlap inside runs of equal tokens; merge ids offset by one; merges of
+# merges expanded one level only), each in more than one style.
+cp_sorted = _cp(lambda c, w, n: [_add(c, tuple(sorted(p)), n) for p in zip(w, w[1:])])
+cp_wraps = _cp(lambda c, w, n: [_add(c, p, n) for p in zip(w, w[1:] + w[:1])] if len(w) > 1 else 0)
+cp_wraps_modulo = _cp(
+    lambda c, w, n: (
+        [_add(c, (w[i], w[(i + 1) % len(w)]), n) for i in range(len(w))] if len(w) > 1 else 0
+    )
+)
+cp_one_token_self_pair = _cp(
+    lambda c, w, n: [_add(c, p, n) for p in (list(zip(w, w[1:])) or [(w[0], w[0])])]
+)
+cp_one_token_slice = _cp(
+    lambda c, w, n: [_add(c, tuple(w[i : i + 2]), n) for i in range(max(len(w) - 1, 1))]
+)
+cp_range_len = _cp(lambda c, w, n: [_add(c, tuple(w[i : i + 2]), n) for i in range(len(w))])
+
+
+def cp_zip_longest(words):
+    from itertools import zip_longest
+
+    counts = {}
+    for w, n in words.items():
+        for p in zip_longest(w, w[1:]):
+            _add(counts, p, n)
+    return counts
+
+
+tm_overlap = _tm_merging(mp_no_skip, name="tm_overlap")
+tm_overlap_step = _tm_merging(
+    lambda ids, pair, new_id: [
+        new_id if tuple(ids[i : i + 2]) == tuple(pair) else ids[i] for i in range(len(ids))
+    ],
+    name="tm_overlap_step",
+)
+tm_right_to_left = _tm_merging(mp_reverse_scan, name="tm_right_to_left")
+enc_overlap = _enc_merging(mp_no_skip, "enc_overlap")
+enc_right_to_left = _enc_merging(mp_reverse_scan, "enc_right_to_left")
+
+
+def enc_from_255(text, merges):
+    out = []
+    for word in bpe.split_words(text):
+        ids = list(word.encode("utf-8"))
+        for i, pair in enumerate(merges):
+            ids = mp_good(ids, tuple(pair), 255 + i)
+        out += ids
+    return out
+
+
+def enc_ranked_from_257(text, merges):
+    rank = {tuple(p): i for i, p in enumerate(merges)}
+    out = []
+    for word in bpe.split_words(text):
+        w = list(word.encode())
+        while True:
+            found = [rank[p] for p in zip(w, w[1:]) if p in rank]
+            if not found:
+                break
+            w = mp_good(w, merges[min(found)], 257 + min(found))
+        out.extend(w)
+    return out
+
+
+def dec_from_255(ids, merges):
+    vocab = {b: bytes([b]) for b in range(256)}
+    for i, (a, b) in enumerate(merges):
+        vocab[255 + i] = vocab[a] + vocab[b]
+    return b"".join(vocab[i] for i in ids).decode("utf-8", errors="replace")
+
+
+def dec_recursive_minus_255(ids, merges):
+    def piece(t):
+        if t < 256:
+            return bytes([t])
+        a, b = merges[t - 255]
+        return piece(a) + piece(b)
+
+    return b"".join(piece(t) for t in ids).decode("utf-8", errors="replace")
+
+
+def dec_one_level(ids, merges):  # expands a merge into its two ids once
+    out = bytearray()
+    for t in ids:
+        out += bytes([t]) if t < 256 else bytes(merges[t - 256])
+    return bytes(out).decode("utf-8", errors="replace")
+
+
+def dec_one_level_drops(ids, merges):  # keeps only the byte halves of a merge
+    out = bytearray()
+    for t in ids:
+        parts = [t] if t < 256 else list(merges[t - 256])
+        out += bytes(p for p in parts if p < 256)
+    return bytes(out).decode("utf-8", errors="replace")
+
+
+def dec_two_levels(ids, merges):
+    def expand(t):
+        return [t] if t < 256 else list(merges[t - 256])
+
+    flat = [u for t in ids for v in expand(t) for u in expand(v)]
+    return bytes(u for u in flat if u < 256).decode("utf-8", errors="replace")
+
+
 C = checks
 CATALOGUE = [
     (C.check_count_pairs, cp_plus_one, "frequency"),
@@ -695,6 +801,25 @@ CATALOGUE = [
     (C.check_one_hot_embed, emb_float, "not .float()"),
     (C.check_one_hot_embed, emb_float_both, "not .float()"),
     (C.check_one_hot_embed, emb_requires_grad, "requires_grad"),
+    (C.check_count_pairs, cp_sorted, "order"),
+    (C.check_count_pairs, cp_wraps, "wrap"),
+    (C.check_count_pairs, cp_wraps_modulo, "wrap"),
+    (C.check_count_pairs, cp_one_token_self_pair, "one token"),
+    (C.check_count_pairs, cp_one_token_slice, "one token"),
+    (C.check_count_pairs, cp_range_len, "past the end"),
+    (C.check_count_pairs, cp_zip_longest, "past the end"),
+    (C.check_train_merges, tm_overlap, "overlap"),
+    (C.check_train_merges, tm_overlap_step, "overlap"),
+    (C.check_train_merges, tm_right_to_left, "right to left"),
+    (C.check_bpe_encode, enc_overlap, "overlap"),
+    (C.check_bpe_encode, enc_right_to_left, "right to left"),
+    (C.check_bpe_encode, enc_from_255, "starts at 255"),
+    (C.check_bpe_encode, enc_ranked_from_257, "starts at 257"),
+    (C.check_bpe_decode, dec_from_255, "256 + i"),
+    (C.check_bpe_decode, dec_recursive_minus_255, "256 + i"),
+    (C.check_bpe_decode, dec_one_level, "recursively"),
+    (C.check_bpe_decode, dec_one_level_drops, "recursively"),
+    (C.check_bpe_decode, dec_two_levels, "recursively"),
 ]
 
 MISTAKES = from_table("00", CATALOGUE)

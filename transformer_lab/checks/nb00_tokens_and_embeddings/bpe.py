@@ -18,6 +18,11 @@ from transformer_lab import bpe as _ref
 from transformer_lab.checks.engine.core import Case, generator, kind_of
 from transformer_lab.checks.engine.forbid import Forbidden
 from transformer_lab.checks.engine.messages import signature_hint as _signature_hint
+from transformer_lab.checks.nb00_tokens_and_embeddings.bpe_probes import (
+    COUNT_FAMILIES,
+    family_of,
+    probe_errors,
+)
 from transformer_lab.checks.nb00_tokens_and_embeddings.runner import WatchedRunner
 from transformer_lab.checks.registry import Cell, Exercise, register
 
@@ -25,9 +30,6 @@ __all__ = [
     "check_count_pairs",
     "random_words",
     "is_int_list",
-    "first_only_merge",
-    "string_merge",
-    "STRING_MERGE",
 ]
 
 
@@ -52,37 +54,6 @@ def random_words(g, n_words: int, longest: int = 6) -> list[str]:
 
 def is_int_list(value: Any) -> bool:
     return type(value) is list and all(type(v) is int for v in value)
-
-
-# Two ways of merging a pair that students write and that the later exercises inherit.
-def first_only_merge(ids: list, pair: tuple, new_id: int) -> list:
-    """merge_pair that replaces the first occurrence only."""
-    for i in range(len(ids) - 1):
-        if (ids[i], ids[i + 1]) == tuple(pair):
-            return list(ids[:i]) + [new_id] + list(ids[i + 2 :])
-    return list(ids)
-
-
-def string_merge(ids: list, pair: tuple, new_id: int, padded: bool = False) -> list | None:
-    """merge_pair done by replacing text in the ids joined with spaces: '1 2' also matches
-    inside '11 2' (padded: ' 1 2 ' misses a second occurrence right after the first)."""
-    a, b = pair
-    text = " ".join(map(str, ids))
-    if padded:
-        text = f" {text} ".replace(f" {a} {b} ", f" {new_id} ")
-    else:
-        text = text.replace(f"{a} {b}", str(new_id))
-    try:
-        return [int(t) for t in text.split()]
-    except ValueError:
-        return None
-
-
-STRING_MERGE = (
-    "you merge by replacing text in the ids joined as a string: '1 2' also matches inside "
-    "'11 2' or '1 22', and ' 1 2 ' misses a second (1, 2) right after the first; compare the "
-    "ids themselves, pair by pair, in the list"
-)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -226,6 +197,7 @@ def check_count_pairs(count_pairs, hidden: bool = False) -> None:
         _count_error_hint,
         function="count_pairs",
     )
+    probe_errors(run, lambda: COUNT_FAMILIES, _count_error_hint)
     for case in _count_cases(hidden):
         words = case.args[0]
         want = _COUNT_PAIRS(words)
@@ -252,6 +224,9 @@ def check_count_pairs(count_pairs, hidden: bool = False) -> None:
         for message, variant in _count_variants(words):
             if variant() == got and variant() != want:
                 run.fail(message + ".", case)
+        message = family_of(run, COUNT_FAMILIES)
+        if message is not None:
+            run.fail(message + ".", case)
         missing = [p for p in want if p not in got]
         extra = [p for p in got if p not in want]
         if missing:

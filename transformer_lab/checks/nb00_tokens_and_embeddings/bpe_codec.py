@@ -4,26 +4,30 @@
     decode(ids, merges) -> str              the tokens' bytes joined, then decoded as UTF-8
 
 Any text must round-trip, including characters never seen in training: they are bytes too.
-
-About 300 lines, kept whole: encode and decode share the learned merges, the training text and the
-round trip each check tests.
+The replayed mistakes (and decode's cases) are in codec_mistakes.py; the probes both fall back on,
+in bpe_probes.py.
 """
 
 from __future__ import annotations
-
-from collections.abc import Callable
 
 from transformer_lab import bpe as _bpe
 from transformer_lab import bpe as _ref
 from transformer_lab.checks.engine.core import Case, generator, kind_of
 from transformer_lab.checks.engine.forbid import Forbidden
 from transformer_lab.checks.engine.messages import signature_hint as _signature_hint
-from transformer_lab.checks.nb00_tokens_and_embeddings.bpe import (
-    STRING_MERGE,
-    first_only_merge,
-    is_int_list,
-    random_words,
-    string_merge,
+from transformer_lab.checks.nb00_tokens_and_embeddings.bpe import is_int_list, random_words
+from transformer_lab.checks.nb00_tokens_and_embeddings.bpe_probes import (
+    DECODE_FAMILIES,
+    encode_families,
+    family_of,
+    probe_errors,
+)
+from transformer_lab.checks.nb00_tokens_and_embeddings.codec_mistakes import (
+    decode_cases,
+    decode_error_hint,
+    decode_variants,
+    encode_variants,
+    training_text,
 )
 from transformer_lab.checks.nb00_tokens_and_embeddings.runner import WatchedRunner
 from transformer_lab.checks.registry import Cell, Exercise, register
@@ -37,97 +41,9 @@ _MERGE = _ref.merge_pair
 _TRAIN = _ref.train_merges
 
 
-def _apply_in_order(ids: list, merges: list, order, merge=_MERGE) -> list:
-    for i in order:
-        ids = merge(ids, merges[i], 256 + i)
-    return ids
-
-
-def _encode_variants(text: str, merges: list) -> list[tuple[str, Callable[[], list]]]:
-    n = len(merges)
-    words = _ref.split_words(text)
-
-    def per_word(units, order, merge=_MERGE) -> list:
-        return [
-            t for w in units for t in _apply_in_order(list(w.encode("utf-8")), merges, order, merge)
-        ]
-
-    def code_points() -> list:
-        return [t for w in words for t in _apply_in_order([ord(c) for c in w], merges, range(n))]
-
-    def one_merge_per_word() -> list:
-        rank = {tuple(p): i for i, p in enumerate(merges)}
-        out = []
-        for w in words:
-            ids = list(w.encode("utf-8"))
-            found = [rank[p] for p in zip(ids, ids[1:]) if p in rank]
-            out += _MERGE(ids, merges[min(found)], 256 + min(found)) if found else ids
-        return out
-
-    def ascii_only() -> list:
-        return per_word([w for w in words if w.isascii()], range(n))
-
-    def chars_dropped() -> list:
-        return per_word(["".join(c for c in w if c.isascii()) for w in words], range(n))
-
-    return [
-        (
-            "apply the merges in the order they were learned (merge 0 first): a later merge "
-            "may build on an earlier one",
-            lambda: per_word(words, list(reversed(range(n)))),
-        ),
-        (
-            "you merge across word boundaries: split the text with bpe.split_words(text) and "
-            "encode each word on its own",
-            lambda: per_word([text], range(n)),
-        ),
-        (
-            "text.split() loses the spaces and newlines: split with bpe.split_words(text), "
-            "whose words keep them (' be'), so decode gives back the text",
-            lambda: per_word(text.split(), range(n)),
-        ),
-        (
-            "the start ids are the UTF-8 bytes (word.encode('utf-8')), not code points "
-            "(ord(ch)); a character beyond ASCII is several bytes",
-            code_points,
-        ),
-        (
-            "only one merge per word is applied: keep merging until none of the learned merges "
-            "applies (every merge, in the order learned)",
-            one_merge_per_word,
-        ),
-        (
-            "characters never seen in training are dropped: every character is UTF-8 bytes "
-            "(ids 0..255), so nothing is unknown; encode them as bytes",
-            ascii_only,
-        ),
-        (
-            "characters never seen in training are dropped: every character is UTF-8 bytes "
-            "(ids 0..255), so nothing is unknown; encode them as bytes",
-            chars_dropped,
-        ),
-        (
-            "each merge replaces only the first occurrence of its pair in a word: every "
-            "occurrence becomes the new token (your merge_pair must replace them all)",
-            lambda: per_word(words, range(n), first_only_merge),
-        ),
-        (STRING_MERGE, lambda: per_word(words, range(n), string_merge)),
-        (
-            STRING_MERGE,
-            lambda: per_word(words, range(n), lambda *a: string_merge(*a, padded=True)),
-        ),
-    ]
-
-
-def _training_text() -> str:
-    from transformer_lab.data.text import load_shakespeare
-
-    return load_shakespeare()[:3000]
-
-
 def _encode_cases(hidden: bool) -> list[Case]:
     g = generator(7600 if hidden else 600)
-    merges = _TRAIN(_training_text(), 40)
+    merges = _TRAIN(training_text(), 40)
     specs = [
         # the graded cell's examples
         ("bytes alone", "hi", []),
@@ -143,6 +59,8 @@ def _encode_cases(hidden: bool) -> list[Case]:
             "First Citizen:\nBefore we proceed any further, hear me speak.",
             merges,
         ),
+        # runs of 3-5 equal tokens: an overlapping or right-to-left merge differs here
+        ("runs of one letter", "aaa baaaa aaaaa", [(97, 97), (256, 97), (98, 256)]),
         ("no merges", "to be", []),
         ("spaces and newlines", "  two  spaces\n\nand lines \n", merges),
         ("unseen characters", "naïve — café ☕ λόγος", merges),
@@ -192,6 +110,7 @@ def check_bpe_encode(encode, hidden: bool = False) -> None:
         _encode_error_hint,
         function="encode",
     )
+    probe_errors(run, encode_families, _encode_error_hint)
     for case in _encode_cases(hidden):
         text, merges = case.args
         want = _ENCODE(text, merges)
@@ -202,13 +121,16 @@ def check_bpe_encode(encode, hidden: bool = False) -> None:
             run.fail(f"return a list of Python ints, but yours is {kind_of(got)}.", case)
         if got == want:
             continue
-        for message, variant in _encode_variants(text, merges):
+        for message, variant in encode_variants(text, merges):
             try:
                 candidate = variant()
             except Exception:  # this mistake would crash on this input: not the student's
                 continue
             if candidate == got and candidate != want:
                 run.fail(message + ".", case)
+        message = family_of(run, encode_families())
+        if message is not None:
+            run.fail(message + ".", case)
         top = 255 + len(merges)
         bad = [i for i in got if not 0 <= i <= top]
         if bad:
@@ -235,85 +157,6 @@ def check_bpe_encode(encode, hidden: bool = False) -> None:
     run.passed()
 
 
-def _decode_variants(ids: list, merges: list) -> list[tuple[str, Callable[[], str]]]:
-    vocab = _TOKEN_BYTES(merges)
-    joined = b"".join(vocab[i] for i in ids)
-    swapped = [bytes([b]) for b in range(256)]
-    for a, b in merges:
-        swapped.append(swapped[b] + swapped[a])
-    return [
-        (
-            "the tokens are joined with spaces: the spaces are already inside the tokens "
-            "(' be'), so join the bytes with nothing in between",
-            lambda: " ".join(vocab[i].decode("utf-8", errors="replace") for i in ids),
-        ),
-        (
-            "you decode each token on its own: a character split across two tokens then breaks "
-            "into U+FFFD; join the bytes of all tokens first, then decode once",
-            lambda: "".join(vocab[i].decode("utf-8", errors="replace") for i in ids),
-        ),
-        (
-            "invalid UTF-8 must become U+FFFD (errors='replace'), not be dropped (errors='ignore')",
-            lambda: joined.decode("utf-8", errors="ignore"),
-        ),
-        (
-            "each byte is not a character: decode the joined bytes as UTF-8, not with chr(b) "
-            "(Latin-1)",
-            lambda: joined.decode("latin-1"),
-        ),
-        (
-            "the text comes back stripped: keep leading and trailing spaces and newlines",
-            lambda: joined.decode("utf-8", errors="replace").strip(),
-        ),
-        (
-            "merge i's token is the bytes of its left token followed by those of its right "
-            "token (vocab[left] + vocab[right]); yours are in the other order",
-            lambda: b"".join(swapped[i] for i in ids).decode("utf-8", errors="replace"),
-        ),
-    ]
-
-
-def _decode_cases(hidden: bool) -> list[Case]:
-    g = generator(7700 if hidden else 700)
-    merges = _TRAIN(_training_text(), 40)
-    texts = [
-        ("a sentence", " First Citizen:\nYou are all resolved rather to die than to famish? \n"),
-        ("unseen characters", "naïve — café ☕ λόγος"),
-        ("empty", ""),
-        ("a random text", " ".join(random_words(g, 30))),
-    ]
-    specs = [(name, _ENCODE(text, merges), merges) for name, text in texts]
-    specs.append(("half a character", [ord("a"), 0xC3], []))  # cut inside 'é' (C3 A9)
-    # the graded cell's examples
-    specs.append(("two bytes", [104, 105], []))
-    specs.append(("a merge and a space", [256, 32, 256], [(104, 105)]))
-    specs.append(("a character of two bytes", [195, 169], []))
-    specs.append(("a character over two tokens", list("é".encode()) + [32, 97], []))
-    if hidden:
-        specs.append(("random ids", _ENCODE(" ".join(random_words(g, 50)), merges), merges))
-    return [
-        Case(name, (list(ids), [tuple(p) for p in m]), {}, f"ids={ids[:10]}..., {len(m)} merges")
-        for name, ids, m in specs
-    ]
-
-
-def _decode_error_hint(exc: BaseException, case: Case) -> str:
-    if isinstance(exc, UnicodeDecodeError):
-        return (
-            "bytes cut inside a character are not valid UTF-8: decode with errors='replace' "
-            "(they become U+FFFD)"
-        )
-    text = str(exc)
-    if isinstance(exc, ValueError) and "range(0, 256)" in text or isinstance(exc, OverflowError):
-        return (
-            "ids from 256 up are merges, not bytes: build each merge's bytes first "
-            "(vocab[256 + i] = vocab[left] + vocab[right]) and join those"
-        )
-    if isinstance(exc, (KeyError, IndexError)):
-        return "build the bytes of every token first: ids 0..255 are bytes, 256 + i is merge i"
-    return _signature_hint(exc, "decode(ids, merges)")
-
-
 def check_bpe_decode(decode, hidden: bool = False) -> None:
     """Check ``decode(ids, merges) -> str`` against the reference."""
     __tracebackhide__ = True
@@ -326,10 +169,11 @@ def check_bpe_decode(decode, hidden: bool = False) -> None:
             Forbidden("transformer_lab.bpe.token_bytes", function=_TOKEN_BYTES),
         ],
         hidden,
-        _decode_error_hint,
+        decode_error_hint,
         function="decode",
     )
-    for case in _decode_cases(hidden):
+    probe_errors(run, lambda: DECODE_FAMILIES, decode_error_hint)
+    for case in decode_cases(hidden):
         ids, merges = case.args
         want = _DECODE(ids, merges)
         got = run.call(case)
@@ -344,13 +188,16 @@ def check_bpe_decode(decode, hidden: bool = False) -> None:
             run.fail(f"return a str, but yours is {kind_of(got)}.", case)
         if got == want:
             continue
-        for message, variant in _decode_variants(ids, merges):
+        for message, variant in decode_variants(ids, merges):
             try:
                 candidate = variant()
             except Exception:  # this mistake would crash on this input: not the student's
                 continue
             if candidate == got and candidate != want:
                 run.fail(message + ".", case)
+        message = family_of(run, DECODE_FAMILIES)
+        if message is not None:
+            run.fail(message + ".", case)
         if got.count("\ufffd") > want.count("\ufffd"):
             run.fail(
                 f"your text has U+FFFD (�) where the right one has a character: expected "
@@ -373,6 +220,7 @@ register(
         reference=_bpe.encode,
     )
 )
+
 register(
     Exercise(
         "bpe_decode",

@@ -10,21 +10,19 @@ was true at that step (a tie, a pair that no longer occurs, one that is not the 
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 from transformer_lab import bpe as _bpe
 from transformer_lab import bpe as _ref
 from transformer_lab.checks.engine.core import Case, generator, kind_of
 from transformer_lab.checks.engine.forbid import Forbidden
 from transformer_lab.checks.engine.messages import signature_hint as _signature_hint
-from transformer_lab.checks.nb00_tokens_and_embeddings.bpe import (
-    STRING_MERGE,
-    first_only_merge,
-    random_words,
-    string_merge,
+from transformer_lab.checks.nb00_tokens_and_embeddings.bpe import random_words
+from transformer_lab.checks.nb00_tokens_and_embeddings.bpe_probes import (
+    family_of,
+    probe_errors,
+    train_families,
 )
 from transformer_lab.checks.nb00_tokens_and_embeddings.runner import WatchedRunner
+from transformer_lab.checks.nb00_tokens_and_embeddings.training_mistakes import variants
 from transformer_lab.checks.registry import Cell, Exercise, register
 
 __all__ = ["check_train_merges"]
@@ -33,121 +31,6 @@ _TRAIN = _ref.train_merges
 _BEST = _ref.best_pair
 _COUNT = _ref.count_pairs
 _MERGE = _ref.merge_pair
-
-
-def _naive(
-    words: dict,
-    n_merges: int,
-    pick: Callable[[dict], Any],
-    first_id: int = 256,
-    recount: bool = True,
-    min_count: int = 1,
-    merge: Callable[[list, tuple, int], list | None] = _MERGE,
-) -> list:
-    """The textbook loop with a chosen rule, to reproduce one mistake on the same input."""
-    merges: list = []
-    counts = _COUNT(words)
-    for i in range(n_merges):
-        if recount:
-            counts = _COUNT(words)
-        counts = {p: n for p, n in counts.items() if n > 0}
-        if not counts:
-            break
-        pair = pick(counts)
-        if counts[pair] < min_count:
-            break
-        merges.append(pair)
-        merged: dict = {}
-        for word, n in words.items():
-            key = tuple(merge(list(word), pair, first_id + i))  # None: this mistake crashes
-            merged[key] = merged.get(key, 0) + n
-        words = merged
-        if not recount:
-            counts.pop(pair)
-    return merges
-
-
-def _smallest(c: dict):
-    return min(c, key=lambda p: (-c[p], p))
-
-
-def _variants(text: str, n: int) -> list[tuple[str, Callable[[], list]]]:
-    words = _ref.word_counts(text)
-    points: dict = {}
-    for w in _ref.split_words(text):
-        key = tuple(ord(ch) for ch in w)
-        points[key] = points.get(key, 0) + 1
-    split_words: dict = {}
-    for w in text.split():
-        key = tuple(w.encode("utf-8"))
-        split_words[key] = split_words.get(key, 0) + 1
-    tie = (
-        "ties are broken differently: among pairs with the same count take the smallest "
-        "(left id, right id), e.g. min(counts, key=lambda p: (-counts[p], p))"
-    )
-    return [
-        (
-            "your merge replaces only the first occurrence of the pair in a word: every "
-            "occurrence becomes the new token (merge_pair replaces them all, left to right)",
-            lambda: _naive(words, n, _smallest, merge=first_only_merge),
-        ),
-        (STRING_MERGE, lambda: _naive(words, n, _smallest, merge=string_merge)),
-        (
-            STRING_MERGE,
-            lambda: _naive(words, n, _smallest, merge=lambda *a: string_merge(*a, padded=True)),
-        ),
-        (tie, lambda: _naive(words, n, lambda c: max(c, key=lambda p: (c[p], p)))),
-        (tie, lambda: _naive(words, n, lambda c: max(c, key=c.get))),
-        (tie, lambda: _naive(words, n, lambda c: min(c, key=lambda p: (-c[p], p[::-1])))),
-        (tie, lambda: _naive(words, n, lambda c: min(c, key=lambda p: (-c[p], str(p))))),
-        (
-            "each word counts as often as it occurs in the text: weight its pairs by the word's "
-            "count (bpe.word_counts(text) gives {word: count}), not once per distinct word",
-            lambda: _naive({w: 1 for w in words}, n, _smallest),
-        ),
-        (
-            "the words come from bpe.word_counts(text), whose words keep their leading space "
-            "(' be'); text.split() drops the spaces, so the pairs (space, letter) are never "
-            "counted",
-            lambda: _naive(split_words, n, _smallest),
-        ),
-        (
-            "you count pairs across word boundaries: split the text into words first "
-            "(bpe.word_counts(text)) and count inside each word only",
-            lambda: _naive({tuple(text.encode("utf-8")): 1}, n, _smallest),
-        ),
-        (
-            "the pair counts are stale: recount the pairs after every merge (the merge "
-            "changes which pairs exist and how often)",
-            lambda: _naive(words, n, _smallest, recount=False),
-        ),
-        (
-            "merge i must create token 256 + i (ids 0..255 are the bytes); yours starts at 255",
-            lambda: _naive(words, n, _smallest, first_id=255),
-        ),
-        (
-            "merge i must create token 256 + i (ids 0..255 are the bytes); yours starts at 257",
-            lambda: _naive(words, n, _smallest, first_id=257),
-        ),
-        (
-            "you stop at pairs that occur only once: keep merging while any pair occurs (count "
-            ">= 1) until n_merges merges are learned",
-            lambda: _naive(words, n, _smallest, min_count=2),
-        ),
-        (
-            "the words are sequences of UTF-8 bytes (word.encode('utf-8')), not of code points "
-            "(ord(ch)): use bpe.word_counts(text)",
-            lambda: _naive(points, n, _smallest),
-        ),
-        (
-            "you return one merge too many: learn exactly n_merges merges",
-            lambda: _naive(words, n + 1, _smallest),
-        ),
-        (
-            "you return one merge too few: learn exactly n_merges merges",
-            lambda: _naive(words, max(n - 1, 0), _smallest),
-        ),
-    ]
 
 
 def _replay(text: str, got: list, want: list) -> tuple[str, bool]:
@@ -204,6 +87,8 @@ def _cases(hidden: bool) -> list[Case]:
         ("one word", "hi", 5),
         ("a pair twice in a word", "aaaa", 2),
         ("bytes 132 and 32", "Ąa a a a Ąa", 2),  # '32 97' inside '132 97'
+        # runs of 3-5 equal tokens: an overlapping or right-to-left merge learns other pairs
+        ("runs of one letter", "aaa aaa aaaaa baaab", 3),
         ("a tie in the first merge", "ab ab ba ba", 1),
         ("counts change after a merge", "aaa aaa ab ab ab", 3),
         ("words only", "ab ab ab\nba ba ba", 2),
@@ -255,6 +140,7 @@ def check_train_merges(train_merges, hidden: bool = False) -> None:
         _train_error_hint,
         function="train_merges",
     )
+    probe_errors(run, train_families, _train_error_hint)
     for case in _cases(hidden):
         text, n = case.args
         want = _TRAIN(text, n)
@@ -278,13 +164,16 @@ def check_train_merges(train_merges, hidden: bool = False) -> None:
                 )
         if got == want:
             continue
-        for message, variant in _variants(text, n):
+        for message, variant in variants(text, n):
             try:
                 candidate = variant()
             except Exception:  # this mistake would crash on this input: not the student's
                 continue
             if candidate == got and candidate != want:
                 run.fail(message + ".", case)
+        message = family_of(run, train_families())
+        if message is not None:
+            run.fail(message + ".", case)
         message, named = _replay(text, got, want)
         run.fail(message + ".", case, named=named)
     run.passed()

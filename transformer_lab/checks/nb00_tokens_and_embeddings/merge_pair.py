@@ -15,9 +15,9 @@ from transformer_lab import bpe as _ref
 from transformer_lab.checks.engine.core import Case, generator, kind_of
 from transformer_lab.checks.engine.forbid import Forbidden
 from transformer_lab.checks.engine.messages import signature_hint as _signature_hint
-from transformer_lab.checks.nb00_tokens_and_embeddings.bpe import (
+from transformer_lab.checks.nb00_tokens_and_embeddings.bpe import is_int_list
+from transformer_lab.checks.nb00_tokens_and_embeddings.merge_mistakes import (
     STRING_MERGE,
-    is_int_list,
     string_merge,
 )
 from transformer_lab.checks.nb00_tokens_and_embeddings.runner import WatchedRunner
