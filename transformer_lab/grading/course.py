@@ -136,13 +136,7 @@ def run_driver(
         cwd=job["root"],
     )
     stderr_chunks: list[str] = []
-
-    def drain_stderr() -> None:
-        for line in proc.stderr:  # keep only the tail: nbgrader logs a lot
-            stderr_chunks.append(line)
-            del stderr_chunks[:-200]
-
-    drainer = threading.Thread(target=drain_stderr, daemon=True)
+    drainer = threading.Thread(target=_drain, args=(proc.stderr, stderr_chunks), daemon=True)
     drainer.start()
     proc.stdin.write(json.dumps({**job, "more": feed is not None}) + "\n")
     send = _Sender(proc, feed)
@@ -163,6 +157,13 @@ def run_driver(
     proc.wait()
     drainer.join(timeout=5)
     return events, (-9 if watchdog.killed else proc.returncode), "".join(stderr_chunks)
+
+
+def _drain(stream, tail: list[str]) -> None:  # noqa: ANN001
+    """Read ``stream`` to its end, keeping its last 200 lines in ``tail`` (nbgrader logs a lot)."""
+    for line in stream:
+        tail.append(line)
+        del tail[:-200]
 
 
 def _driver_env(env: dict[str, str] | None) -> dict[str, str]:

@@ -70,11 +70,24 @@ def copy_without_links(src: Path, dest: Path, skip_suffixes: tuple[str, ...] = (
     and each is named in the returned notes; folders in ``SKIP_DIRS`` and files ending in one of
     ``skip_suffixes`` are left out silently. Files are created anew (mode 0644) in ``dest``.
     """
-    notes: list[str] = []
-    copied = 0
+    copier = _Copier(skip_suffixes)
+    root_fd = os.open(src, _NOFOLLOW_DIR)
+    try:
+        copier.walk(root_fd, Path(dest), "", 0)
+    finally:
+        os.close(root_fd)
+    return copier.notes
 
-    def walk(src_fd: int, target: Path, rel: str, depth: int) -> None:
-        nonlocal copied
+
+class _Copier:
+    """One copy's walk: what was copied, and a note for everything that was not."""
+
+    def __init__(self, skip_suffixes: tuple[str, ...]) -> None:
+        self.skip_suffixes = skip_suffixes
+        self.notes: list[str] = []
+        self.copied = 0
+
+    def walk(self, src_fd: int, target: Path, rel: str, depth: int) -> None:
         for name in sorted(os.listdir(src_fd)):
             shown = rel + name
             try:
@@ -82,47 +95,44 @@ def copy_without_links(src: Path, dest: Path, skip_suffixes: tuple[str, ...] = (
             except OSError:
                 continue
             if stat.S_ISDIR(mode):
-                if name in SKIP_DIRS:
-                    continue
-                if depth >= MAX_DEPTH:
-                    notes.append(f"{shown}/ not copied: nested deeper than {MAX_DEPTH} folders")
-                    continue
-                try:
-                    fd = os.open(name, _NOFOLLOW_DIR, dir_fd=src_fd)
-                except OSError as exc:
-                    notes.append(f"{shown}/ not copied: {exc.strerror or exc}")
-                    continue
-                try:
-                    (target / name).mkdir(mode=0o755)
-                    walk(fd, target / name, shown + "/", depth + 1)
-                finally:
-                    os.close(fd)
+                if name not in SKIP_DIRS:
+                    self._folder(src_fd, name, target, shown, depth)
             elif stat.S_ISREG(mode):
-                if name.endswith(skip_suffixes):
-                    continue
-                if copied >= MAX_FILES:
-                    notes.append(f"{shown} not copied: more than {MAX_FILES} files")
-                    continue
-                try:
-                    fd = open_regular(name, src_fd)
-                except OSError as exc:
-                    notes.append(f"{shown} not copied: {exc.strerror or exc}")
-                    continue
-                with os.fdopen(fd, "rb") as fin:
-                    out = os.open(
-                        target / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644
-                    )
-                    with os.fdopen(out, "wb") as fout:
-                        shutil.copyfileobj(fin, fout, 1 << 20)
-                    times = os.fstat(fin.fileno())
-                os.utime(target / name, ns=(times.st_atime_ns, times.st_mtime_ns))
-                copied += 1
+                if not name.endswith(self.skip_suffixes):
+                    self._file(src_fd, name, target, shown)
             else:
-                notes.append(f"{shown} not copied: it is {kind_of(mode)} (never followed)")
+                self.notes.append(f"{shown} not copied: it is {kind_of(mode)} (never followed)")
 
-    root_fd = os.open(src, _NOFOLLOW_DIR)
-    try:
-        walk(root_fd, Path(dest), "", 0)
-    finally:
-        os.close(root_fd)
-    return notes
+    def _folder(self, src_fd: int, name: str, target: Path, shown: str, depth: int) -> None:
+        if depth >= MAX_DEPTH:
+            self.notes.append(f"{shown}/ not copied: nested deeper than {MAX_DEPTH} folders")
+            return
+        try:
+            fd = os.open(name, _NOFOLLOW_DIR, dir_fd=src_fd)
+        except OSError as exc:
+            self.notes.append(f"{shown}/ not copied: {exc.strerror or exc}")
+            return
+        try:
+            (target / name).mkdir(mode=0o755)
+            self.walk(fd, target / name, shown + "/", depth + 1)
+        finally:
+            os.close(fd)
+
+    def _file(self, src_fd: int, name: str, target: Path, shown: str) -> None:
+        if self.copied >= MAX_FILES:
+            self.notes.append(f"{shown} not copied: more than {MAX_FILES} files")
+            return
+        try:
+            fd = open_regular(name, src_fd)
+        except OSError as exc:
+            self.notes.append(f"{shown} not copied: {exc.strerror or exc}")
+            return
+        with os.fdopen(fd, "rb") as fin:
+            out = os.open(
+                target / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644
+            )
+            with os.fdopen(out, "wb") as fout:
+                shutil.copyfileobj(fin, fout, 1 << 20)
+            times = os.fstat(fin.fileno())
+        os.utime(target / name, ns=(times.st_atime_ns, times.st_mtime_ns))
+        self.copied += 1
