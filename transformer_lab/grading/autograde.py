@@ -296,13 +296,15 @@ def _run(plan: _Plan) -> tuple[Lanes, list[dict]]:
         queue = _queue(plan)
         try:
             run_lanes(lanes.after_load, queue, n_lanes)
-        finally:
+        except BaseException:
             queue.close()
+            raise
+        # Graded rows stay leased to this process until the report holds them (save_merged).
+        from transformer_lab.grading.run.queue import hold_until_recorded
+
+        hold_until_recorded(root, plan.assignment, queue)
         if not lanes.load_failed() and nbgrader_csv and not one_lane:
-            # Every lane has finished: nbgrader's CSV of the whole class, in one more process.
-            job = {"ops": [{"op": "export", "to": str(csv_path)}], "guarded": False}
-            events, _, _ = run_driver({"root": str(root), "config": plan.config, **job})
-            lanes.other_events.extend(events)
+            lanes.other_events.extend(_export_class_csv(plan, csv_path))
         if lanes.progress is not None:
             lanes.progress.close()
         if lanes.load_failed():
@@ -319,6 +321,13 @@ def _run(plan: _Plan) -> tuple[Lanes, list[dict]]:
     return lanes, other_events
 
 
+def _export_class_csv(plan: _Plan, csv_path: Path) -> list[dict]:
+    """Every lane has finished: nbgrader's CSV of the whole class, in one more process."""
+    job = {"ops": [{"op": "export", "to": str(csv_path)}], "guarded": False}
+    events, _, _ = run_driver({"root": str(plan.root), "config": plan.config, **job})
+    return events
+
+
 def _queue(plan: _Plan):
     """This run's submissions put into the course's work queue (shared with other processes)."""
     from transformer_lab.grading.run.queue import WorkQueue, queue_url
@@ -327,7 +336,10 @@ def _queue(plan: _Plan):
     if plan.options.shard is not None:  # --shard K/N keeps its fixed slice: a queue of its own
         name += "#shard-{}-of-{}".format(*plan.options.shard)
     queue = WorkQueue(queue_url(plan.root, plan.url), name)
-    queue.put(plan.todo, plan.prints, force=plan.options.force)
+    # plan.todo lists only what this run must grade (new, changed, failed, forced, under changed
+    # tests): a row finished before now is queued again; a row graded but not yet in a report
+    # belongs to a process working at the same time, which records it (run/queue.py).
+    queue.put(plan.todo, plan.prints, force=True)
     return queue
 
 
