@@ -1,8 +1,13 @@
 """Print the outcome of every catalogue and holdout mistake, and the counts per notebook.
 
+Three sets, side by side: the catalogues the checks are tuned on (tests/catalogues), the
+project's holdouts (tests/holdout, written without reading the checks but by the project), and
+the text-only holdouts (tests/holdout_text, written from the released notebooks alone by a
+session that saw nothing else: the closest to mistakes nobody tuned for).
+
 .venv/bin/python -m tests.holdout report              # every catalogue and holdout
 .venv/bin/python -m tests.holdout report 05 07b -v    # some notebooks or rounds, every message
-.venv/bin/python -m tests.holdout report --holdouts   # only the holdouts (or --catalogues)
+.venv/bin/python -m tests.holdout report --holdouts   # only the holdouts (or --catalogues, --text)
 PYTHONPATH=/other/checkout python -m tests.holdout report   # another version's checks
 """
 
@@ -16,14 +21,15 @@ from types import ModuleType
 
 import torch
 
-from tests import catalogues, holdout
+from tests import catalogues, holdout, holdout_text
 from tests.holdout._harness import Mistake, classify
 
-SETS = {"catalogue": catalogues, "holdout": holdout}
+SETS = {"catalogue": catalogues, "holdout": holdout, "text": holdout_text}
+FLAGS = {"--catalogues": "catalogue", "--holdouts": "holdout", "--text": "text"}
 
 
-def modules(kinds: tuple[str, ...] = ("catalogue", "holdout")) -> list[tuple[str, ModuleType]]:
-    """(kind, module) for every ``nb*`` module of tests/catalogues and tests/holdout."""
+def modules(kinds: tuple[str, ...] = tuple(SETS)) -> list[tuple[str, ModuleType]]:
+    """(kind, module) for every ``nb*`` module of the sets named by ``kinds``."""
     found = []
     for kind in kinds:
         package = SETS[kind]
@@ -56,7 +62,7 @@ def load(notebooks: list[str] | None = None, kinds=("catalogue", "holdout")) -> 
 def main(argv: list[str]) -> dict[str, collections.Counter]:
     torch.set_num_threads(1)
     verbose = "-v" in argv
-    kinds = tuple(k for k in SETS if f"--{k}s" in argv) or tuple(SETS)
+    kinds = tuple(FLAGS[a] for a in argv if a in FLAGS) or tuple(SETS)
     wanted = [a for a in argv if not a.startswith("-")]
     counts: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
     for kind, module in modules(kinds):
