@@ -44,9 +44,8 @@ MARKED = re.compile(NUMBER + rf"(?:{UNIT})?(?:\*\*|_)?\s?<!--\s*prose:(?P<args>.
 ARGS = re.compile(r'(\w+)=(?:"([^"]*)"|(\S+))')
 MATH = re.compile(r"\$\$.*?\$\$|\$[^$\n]*\$|`[^`\n]*`", re.S)  # formulas and code: not prose
 
-# Notebook 00's prose belongs to another change in progress (it refers to printed output, this
-# file's first way); until it is done its markdown is not linted.
-NOT_LINTED = {"00_tokens_and_embeddings"}
+# Notebooks whose markdown is not linted (none: notebook 00's prose refers to its printed output).
+NOT_LINTED: set[str] = set()
 BENCH = "a recorded run in benchmarks/README.md"
 
 # Numbers with a unit that no run of the notebook produces: (snippet around the number, source):
