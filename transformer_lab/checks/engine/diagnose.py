@@ -86,6 +86,37 @@ def softmax_nan(x: Tensor, dim: int = -1) -> Tensor:
     return torch.softmax(x, dim=dim)
 
 
+def normalised_elsewhere(
+    a: Tensor, e: Tensor, dim: int, axes: Sequence[str] | None = None
+) -> str | None:
+    """'normalised over another axis' when the reference's slices along ``dim`` sum to 1, the
+    student's do not, and theirs (non-negative) sum to 1 along exactly one other axis."""
+    if a.dim() < 2 or not TRUSTED.isfinite(a).all() or (a < 0).any():
+        return None
+
+    def sums_to_one(t: Tensor, d: int) -> bool:
+        return TRUSTED.allclose(t.sum(dim=d), torch.ones_like(t.sum(dim=d)), atol=1e-4)
+
+    if not sums_to_one(e, dim) or sums_to_one(a, dim):
+        return None
+    found = [
+        d for d in range(a.dim()) if d != dim % a.dim() and a.shape[d] > 1 and sums_to_one(a, d)
+    ]
+    if len(found) != 1:
+        return None
+    name = lambda d: axes[d] if axes is not None and len(axes) == a.dim() else f"dim {d}"  # noqa: E731
+    return (
+        f"your values sum to 1 along {name(found[0])} (dim {found[0]}), not along "
+        f"{name(dim % a.dim())} (dim {dim}): the softmax (or the normalisation) runs over the "
+        f"wrong axis; normalise over dim {dim}"
+    )
+
+
+def _elsewhere(a: Tensor, e: Tensor, dim: int | None, axes) -> Finding | None:
+    found = None if dim is None or a.dtype == torch.bool else normalised_elsewhere(a, e, dim, axes)
+    return Finding(found, True) if found else None
+
+
 def explain(
     actual: Any,
     expected: Any,
@@ -120,6 +151,7 @@ def explain(
         return Finding(observe(a, e, what, axes, sums_to_one), False)
     steps = (
         lambda: Finding(permuted(a, e, axes), True) if permuted(a, e, axes) else None,
+        lambda: _elsewhere(a, e, sums_to_one, axes),
         lambda: _constant_factor(a, e, dims) if a.dtype != torch.bool else None,
         lambda: _variations(a, e, variations, rerun, atol, rtol),
         lambda: _first_only(a, e, axes, atol, rtol),
