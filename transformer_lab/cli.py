@@ -8,6 +8,7 @@
     tlab export [ASSIGNMENTS]         Canvas and Moodle grade files (not graded is never 0)
     tlab due ASSIGNMENT DATE          the due date and late policy (none, penalty, refuse)
     tlab extend ASSIGNMENT STUDENT UNTIL --note WHY   one student's extension
+    tlab insights [ASSIGNMENT]        what the class got wrong: mistakes per exercise (HTML, CSV)
 
 Run ``tlab COMMAND --help`` for the options. Exit status: 0 when the work asked for succeeded
 (``tlab grade``: every submission of this run was graded, whatever earlier runs left), 1 when
@@ -257,6 +258,39 @@ def _cmd_roster(args) -> int:
     return 0
 
 
+def _cmd_insights(args) -> int:
+    from transformer_lab.grading.record.insights import write_report
+
+    root, url, course = _record_of(args)
+    try:
+        csv_path, html_path, found = write_report(
+            url, course, root / "reports", args.assignment, args.names, args.below
+        )
+    except ValueError as exc:
+        print(f"tlab insights: error: {exc}", file=sys.stderr)
+        return 1
+    for insights in found:
+        named = sum(len(m.students) for e in insights.exercises for m in e.mistakes if m.named)
+        failed = sum(len(m.students) for e in insights.exercises for m in e.mistakes)
+        print(
+            f"tlab insights: {insights.assignment}: {len(insights.students)} student(s), "
+            f"{len(insights.exercises)} exercise(s), {failed} failed exercise(s), {named} with a "
+            f"named mistake, {len(insights.set_aside)} set aside by a review decision."
+        )
+    print(f"wrote {csv_path}\nwrote {html_path}")
+    return 0
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a share between 0 and 1, but got {text!r}")
+    return value
+
+
 def _positive_int(text: str) -> int:
     if not text.isdigit() or int(text) < 1:
         raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, but got {text!r}")
@@ -392,6 +426,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--note", help="why (required with --accept or --score)")
     p.add_argument("--by", help="who decides (default: your user name)")
     p.set_defaults(func=_cmd_review)
+
+    p = sub.add_parser(
+        "insights", help="what the class got wrong: mistakes per exercise, from the gradebook"
+    )
+    p.add_argument(
+        "assignment", nargs="?", help="e.g. 01 or 01_self_attention (default: the whole course)"
+    )
+    p.add_argument("--names", action="store_true", help="show students' names (default: anonymous)")
+    p.add_argument(
+        "--below",
+        type=_fraction,
+        default=None,
+        metavar="SHARE",
+        help="list the students under this share of the points (e.g. 0.5)",
+    )
+    p.set_defaults(func=_cmd_insights)
 
     p = sub.add_parser("roster", help="import the class list exported by Canvas or Moodle")
     rsub = p.add_subparsers(dest="roster_command", required=True)
