@@ -65,3 +65,22 @@ def test_moved_modules_import_under_their_old_names(old):
         module = importlib.import_module(f"transformer_lab.{old}")
     assert module is importlib.import_module(f"transformer_lab.lessons.{old}")
     assert Path(module.__file__).parent.name == "lessons"
+
+
+def test_an_old_grading_module_name_still_imports_in_the_grading_process():
+    """An existing course's nbgrader_config.py names transformer_lab.grading.feedback.X: it still
+    loads, in the grading process (without PyTorch) and in a plain import."""
+    import subprocess
+    import sys
+
+    driver = PACKAGE / "grading" / "run" / "driver.py"
+    code = (
+        "import runpy, sys, warnings\n"
+        f"runpy.run_path({str(driver)!r}, run_name='x')['grading_without_torch']()\n"
+        "warnings.simplefilter('ignore')\n"
+        "from traitlets.utils.importstring import import_item\n"
+        "cls = import_item('transformer_lab.grading.feedback.SanitizedHTMLExporter')\n"
+        "print(cls.__module__, 'torch' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["transformer_lab.grading.record.feedback", "False"]

@@ -19,9 +19,10 @@ import re
 import sys
 import warnings
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from torch import Tensor
+if TYPE_CHECKING:  # the grading process imports this module without PyTorch
+    from torch import Tensor
 
 __all__ = [
     "CONFIG_RENAMES",
@@ -94,7 +95,48 @@ MOVED_MODULES = {
         "tokens_compare",
     )
 }
-"""Old module name -> its place now (CHANGELOG.md, 0.2.0: the lesson helpers)."""
+_GRADING_MOVES = {
+    "cell_tags": "authoring.tags",
+    "authoring": "authoring.author",
+    "release": "authoring.release",
+    "integrity": "preflight.integrity",
+    "notebook_repair": "preflight.repair",
+    "nofollow": "preflight.nofollow",
+    "execute": "run.execute",
+    "sandbox": "run.sandbox",
+    "bwrap": "run.bwrap",
+    "cpushare": "run.cpushare",
+    "lanes": "run.lanes",
+    "parallel": "run.parallel",
+    "outputs": "run.outputs",
+    "judge": "decide.judge",
+    "remote": "decide.remote",
+    "remote_calls": "decide.calls",
+    "plain_data": "decide.plain_data",
+    "review": "scan.flags",
+    "forbidden": "scan.forbidden",
+    "similarity": "scan.similarity",
+    "winnowing": "scan.winnowing",
+    "source_facts": "scan.source_facts",
+    "database": "record.gradebook",
+    "decisions": "record.decisions",
+    "review_command": "record.review",
+    "roster": "record.roster",
+    "report": "record.report",
+    "export": "record.export",
+    "feedback": "record.feedback",
+    "outcome": "record.outcome",
+    "formgrader_guard": "record.formgrader",
+}
+MOVED_MODULES.update(
+    {
+        f"transformer_lab.grading.{old}": f"transformer_lab.grading.{new}"
+        for old, new in _GRADING_MOVES.items()
+    }
+)
+"""Old module name -> its place now (CHANGELOG.md, Unreleased: the lesson helpers and the grading
+steps; an existing course's nbgrader_config.py naming ``transformer_lab.grading.feedback`` keeps
+working)."""
 
 
 class _AliasLoader(importlib.abc.Loader):
