@@ -296,14 +296,32 @@ def test_without_a_writable_cgroup_there_is_no_share_and_no_error(monkeypatch, t
     assert cmd[0].endswith("bwrap")  # started directly, no cgroup step
 
 
-def test_only_timeouts_are_regraded_alone():
+def test_timeouts_dead_kernels_and_undecided_cells_are_regraded_alone():
+    # issue 41: a busy machine can kill a kernel or leave a request unanswered; alone, on a
+    # quieter machine, the submission is graded again
     from transformer_lab.grading.record.outcome import timed_out as _timed_out
 
     assert _timed_out({"success": True, "timeouts": 2})
     assert not _timed_out({"success": True, "timeouts": 0})
     assert _timed_out({"success": False, "error": "the grading process stopped responding on x"})
-    assert not _timed_out({"success": False, "autograde": {"error": "DeadKernelError"}})
+    assert _timed_out({"success": False, "autograde": {"error": "DeadKernelError"}})
+    undecided = "softmax_tests: undecided: check_softmax: the graded kernel could not answer"
+    assert _timed_out({"success": True, "timeouts": 0, "flags": [undecided]})
+    assert not _timed_out({"success": True, "flags": ["code: runs generated code"]})
+    assert not _timed_out({"success": False, "error": "nbgrader failed: ValueError: x"})
     assert not _timed_out(None)
+
+
+def test_an_undecided_cell_makes_the_row_not_graded_never_zero():
+    from transformer_lab.grading.record.outcome import student_result
+    from transformer_lab.grading.record.report import NOT_GRADED
+
+    event = {
+        "success": True,
+        "flags": ["softmax_tests: undecided: check_softmax: the graded kernel could not answer"],
+    }
+    row = student_result("s1", event, {"score": 0, "max_score": 10}, 10, "f", None, 30)
+    assert row.status == NOT_GRADED and row.score is None and "could not decide" in row.reason
 
 
 def test_a_forked_kernel_is_named_as_the_reason():

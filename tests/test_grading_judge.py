@@ -90,10 +90,12 @@ def test_a_mistake_is_named_as_the_instant_check_names_it(kernel):
     assert not verdict.passed and "dimension 0" in verdict.failure
 
 
-def test_the_reference_called_in_the_kernel_fails_the_check(kernel):
+def test_a_call_the_kernel_reports_is_a_flag_never_the_verdict(kernel):
+    # PyTorch's softmax differs on an all -inf row: the values fail it, the call log only flags
     _define(kernel, "def softmax(x, dim=-1):\n    return torch.softmax(x, dim)")
     verdict = _judge(kernel, "check_softmax", "softmax")
-    assert not verdict.passed and "built-in softmax" in verdict.failure
+    assert not verdict.passed and "-inf" in verdict.failure
+    assert any("reported a call of" in f and "built-in softmax" in f for f in verdict.flags)
 
 
 def test_hidden_cases_depend_on_the_secret(kernel):
@@ -206,8 +208,88 @@ def test_a_kernel_answer_that_is_not_plain_data_fails_with_a_flag(monkeypatch, k
     _define(kernel, SOFTMAX)
     verdict = _judge(kernel, "check_softmax", "softmax")
     assert not verdict.passed and any(f.startswith("kernel:") for f in verdict.flags)
-    with pytest.raises(RemoteError):
-        kernel.request(op="len", target={"handle": 1})
+    with pytest.raises(Exception, match="refused"):
+        kernel.answer(kernel.request(op="len", target={"handle": 1}))
+
+
+def _answering(kernel, answer: dict) -> None:
+    """The 'kernel' answers every call with ``answer`` (a shim on the channel)."""
+    real = kernel._send
+
+    def send(expression: str, timeout: float) -> str:
+        if "'op': 'call'" in repr(_request(expression)):
+            return repr(json.dumps(answer))
+        return real(expression, timeout)
+
+    kernel._send = send
+
+
+def _request(expression: str) -> dict:
+    import base64
+    import pickle
+
+    payload = expression.split(".serve(", 1)[1].rstrip(")")
+    return pickle.loads(base64.b64decode(eval(payload)))
+
+
+@pytest.mark.parametrize("claim", ["KeyboardInterrupt", "StopIteration", "ReferenceUsed"])
+def test_an_error_type_the_kernel_names_is_the_student_functions_error(kernel, claim):
+    _define(kernel, SOFTMAX)
+    _answering(kernel, {"error": {"type": claim, "message": "claimed"}, "calls": []})
+    verdict = _judge(kernel, "check_softmax", "softmax")
+    assert not verdict.passed  # a failed call of the student's function: no timeout, no crash
+    assert not any(f.startswith(("timeout", "undecided")) for f in verdict.flags)
+
+
+def test_answers_over_the_stated_limits_are_refused_and_flagged(kernel, monkeypatch):
+    from transformer_lab.grading.decide import plain_data, remote
+
+    _define(kernel, SOFTMAX)
+    deep: object = {"seq": "list", "items": []}
+    for _ in range(plain_data.MAX_DEPTH + 5):
+        deep = {"seq": "list", "items": [deep]}
+    _answering(kernel, {"out": deep, "calls": []})
+    verdict = _judge(kernel, "check_softmax", "softmax")
+    assert not verdict.passed and any("nested deeper" in f for f in verdict.flags)
+    monkeypatch.setattr(remote, "MAX_ANSWER", 1000)
+    _answering(kernel, {"out": "x" * 600, "calls": []})  # its repr: within twice, over once
+    kernel.raw = True
+    kernel._send = lambda payload, timeout: json.dumps({"out": "x" * 1200})
+    verdict = _judge(kernel, "check_softmax", "softmax")
+    assert not verdict.passed and any("over the stated size" in f for f in verdict.flags)
+
+
+def test_a_kernel_that_never_answers_leaves_the_cell_undecided(kernel):
+    def dead(expression: str, timeout: float) -> str:
+        raise RemoteError("the kernel died")
+
+    kernel._send = dead
+    verdict = _judge(kernel, "check_softmax", "softmax")
+    assert not verdict.passed and any(f.startswith("undecided: ") for f in verdict.flags)
+
+
+HIDDEN_ASSERT = (
+    "checks.check_softmax(softmax)\n### BEGIN HIDDEN TESTS\n"
+    "checks.check_softmax(softmax, hidden=True)\n"
+    "assert softmax(torch.zeros(4)).sum() == {total}, 'softmax must sum to {total}'\n"
+    "### END HIDDEN TESTS\n"
+)
+
+
+def test_an_instructors_hidden_assert_counts(kernel):
+    _define(kernel, SOFTMAX)
+    verdict = judge_cell(kernel, HIDDEN_ASSERT.format(total=1), secret="s")
+    assert verdict.passed and verdict.lines[-1] == "✓ hidden tests passed"
+    verdict = judge_cell(kernel, HIDDEN_ASSERT.format(total=2), secret="s")
+    assert not verdict.passed
+    assert verdict.failure == "a hidden test failed: softmax must sum to 2"  # no code shown
+    assert "assert" not in verdict.failure and not verdict.flags
+
+
+def test_a_hidden_block_without_asserts_runs_nothing_more(kernel):
+    from transformer_lab.grading.decide.judge import hidden_statements
+
+    assert hidden_statements(CELL.format(check="check_softmax", name="softmax")) is None
 
 
 def test_tensors_are_decoded_from_bytes_only(kernel):

@@ -87,6 +87,21 @@ class Exercise:
                 object.__setattr__(self, "against", f"{module}.{name}")
 
     @property
+    def answers(self) -> tuple[str, ...]:
+        """``module:qualname`` of the package functions that compute or contain the answer, as
+        declared here: the reference, and the entries of :mod:`~transformer_lab.checks.answers`.
+        The graded kernel's build leaves these out, with the package functions the check
+        forbids (read from the checks' source by the grader: ``grading/scan/forbidden.py``)."""
+        from transformer_lab.checks.answers import EXTRA
+
+        own = []
+        module = getattr(self.reference, "__module__", "") or ""
+        name = getattr(self.reference, "__qualname__", "") or ""
+        if module.startswith("transformer_lab") and "<" not in name:
+            own.append(f"{module}:{name}")
+        return tuple(dict.fromkeys([*own, *EXTRA.get(self.name, ())]))
+
+    @property
     def points(self) -> int:
         return sum(cell.points for cell in self.cells)
 
@@ -159,6 +174,7 @@ def plain() -> dict[str, Any]:
                     for c in e.cells
                 ],
                 "against": e.against,
+                "answers": list(e.answers),
             }
         )
     return {

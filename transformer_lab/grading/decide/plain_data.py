@@ -82,10 +82,7 @@ def decode(
     Raises :class:`AnswerRefused` for an answer nested deeper than :data:`MAX_DEPTH`.
     """
     if depth > MAX_DEPTH:
-        note = f"an answer nested deeper than {MAX_DEPTH} levels was refused"
-        if note not in notes:
-            notes.append(note)
-        raise AnswerRefused(f"the answer is nested deeper than {MAX_DEPTH} levels")
+        _too_deep(notes)
     if item is None or isinstance(item, (bool, int, str)):
         return item
     if isinstance(item, list):
@@ -109,7 +106,8 @@ def decode(
     if "items" in item and "seq" not in item and "set" not in item:
         try:
             return dict(
-                (decode(k, notes, proxy, depth + 1), decode(v, notes, proxy, depth + 1)) for k, v in item["items"]
+                (decode(k, notes, proxy, depth + 1), decode(v, notes, proxy, depth + 1))
+                for k, v in item["items"]
             )
         except (TypeError, ValueError):
             raise RemoteError("a dict key that cannot be a key") from None
@@ -133,6 +131,13 @@ def decode(
         mro = [str(m) for m in mro] if isinstance(mro, list) else [str(mro)]
         return proxy(int(item["handle"]), mro)
     raise RemoteError("unexpected value in the kernel's answer")
+
+
+def _too_deep(notes: list[str]) -> None:
+    note = f"an answer nested deeper than {MAX_DEPTH} levels was refused"
+    if note not in notes:
+        notes.append(note)
+    raise AnswerRefused(f"the answer is nested deeper than {MAX_DEPTH} levels")
 
 
 def _tensor(item: dict) -> torch.Tensor:

@@ -63,13 +63,15 @@ def classify_failure(event: dict) -> str:
 
 
 def timed_out(event: dict | None) -> bool:
-    """Did this submission lose time to the limits (and so deserve a regrade alone)?"""
+    """Did this submission lose time to the limits, or leave a cell undecided (and so deserve
+    a regrade alone)?"""
     if not event:
         return False
     if event.get("success"):
-        return bool(event.get("timeouts"))
+        undecided = any(UNDECIDED in str(f) for f in event.get("flags") or [])
+        return bool(event.get("timeouts")) or undecided  # regraded alone, on a quieter machine
     why = classify_failure(event)
-    return "stopped responding" in why or "within the limits" in why
+    return any(part in why for part in ("stopped responding", "within the limits", "kernel died"))
 
 
 def was_graded(report: GradingReport, sid: str) -> bool:
@@ -79,6 +81,16 @@ def was_graded(report: GradingReport, sid: str) -> bool:
 
 def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+UNDECIDED = "undecided: "  # decide/judge.py's flag for a cell the kernel never answered
+
+
+def _kept(previous: StudentResult | None) -> float | None:
+    """The score an earlier grading gave (kept beside a "not graded" row)."""
+    if previous and previous.status in (GRADED, NEEDS_REVIEW):
+        return previous.score
+    return previous.previous_score if previous else None
 
 
 def student_result(
@@ -98,11 +110,7 @@ def student_result(
     result.notes = list(pre.get("notes", []))
     if not event.get("success"):
         result.status, result.reason = NOT_GRADED, classify_failure(event)
-        result.previous_score = (
-            previous.score
-            if previous and previous.status in (GRADED, NEEDS_REVIEW)
-            else (previous.previous_score if previous else None)
-        )
+        result.previous_score = _kept(previous)
         return result
     result.status, result.score = GRADED, score_row.get("score")
     result.max_score = score_row.get("max_score", max_score)
@@ -126,6 +134,12 @@ def student_result(
             f"timeout: {result.timeouts} cell(s) stopped at the {cell_timeout} s time "
             f"limit{alone} (scored 0)",
         )
+    undecided = [f for f in result.flags if f.startswith(UNDECIDED) or f": {UNDECIDED}" in f]
+    if undecided and result.status == GRADED:  # a cell the grader could not decide: never a 0
+        result.status = NOT_GRADED
+        result.reason = "the grader could not decide every cell: " + undecided[0]
+        result.previous_score, result.score = _kept(previous), None
+        return result
     if result.flags and result.status == GRADED:
         result.status = NEEDS_REVIEW
         result.reason = f"{len(result.flags)} flag(s): " + "; ".join(result.flags[:3])

@@ -147,12 +147,15 @@ def sandbox_command(
     limits: SandboxLimits = SandboxLimits(),
     uid: int = NOBODY,
     cgroup_procs: Path | None = None,
+    package: Path | None = None,
 ) -> list[str]:
     """The full command line: ``[sh (join cgroup)] bwrap ... [setpriv ...] sh (seed) prlimit ...``.
 
     ``seed`` holds the files copied into the working folder; ``uid`` is the user the kernel runs
     as when the grader is root (see :func:`new_uid`); ``cgroup_procs`` is the ``cgroup.procs``
-    file of the kernel's CPU share (:mod:`.cpushare`), joined before ``bwrap`` starts.
+    file of the kernel's CPU share (:mod:`.cpushare`), joined before ``bwrap`` starts;
+    ``package`` is the graded build of the package (:mod:`.stripped`), bound read-only in place
+    of the real one.
     """
     cmd = []
     if cgroup_procs is not None:
@@ -163,7 +166,7 @@ def sandbox_command(
     if not as_root:
         cmd += ["--unshare-user", "--uid", str(NOBODY), "--gid", str(NOBODY)]
     cmd += _system_view(limits)
-    cmd += _course_view(course_root, ipc_dir, seed)
+    cmd += _course_view(course_root, ipc_dir, seed, package)
     # A session of its own: no terminal to inject keystrokes into, and the kernel's SIGINT
     # (sent by ipykernel itself on an interrupt request) reaches only the sandbox.
     cmd += ["--chdir", WORKDIR, "--new-session"]
@@ -213,9 +216,11 @@ def _system_view(limits: SandboxLimits) -> list[str]:
     return cmd
 
 
-def _course_view(course_root: Path, ipc_dir: Path, seed: Path | None) -> list[str]:
-    """bwrap arguments: Python and the package read-only, the IPC folder, the seed; each
-    with the folders above it made first (after the system view's)."""
+def _course_view(
+    course_root: Path, ipc_dir: Path, seed: Path | None, package: Path | None = None
+) -> list[str]:
+    """bwrap arguments: Python and the package read-only (``package`` over the real one), the
+    IPC folder, the seed; each with the folders above it made first (after the system view's)."""
     cmd: list[str] = []
     made: set[Path] = {Path("/"), Path("/usr"), Path("/tmp"), Path("/etc"), Path("/proc")}
     made |= {Path("/home"), Path(WORKDIR)}
@@ -230,6 +235,8 @@ def _course_view(course_root: Path, ipc_dir: Path, seed: Path | None) -> list[st
         parents(root)
         cmd += ["--ro-bind", str(root), str(root)]
         made.add(root)
+    if package is not None:  # mounted after (over) the real package: the kernel sees only this
+        cmd += ["--ro-bind", str(package), str(Path(__file__).resolve().parents[2])]
     parents(ipc_dir)
     cmd += ["--bind", str(ipc_dir), str(ipc_dir)]
     made.add(ipc_dir)

@@ -17,6 +17,8 @@
   but marked as stdout (prefixed ``[stderr]``).
 - **Output size.** Every output of every type counts against per-cell and per-notebook budgets
   (:mod:`.outputs`); ``max_output_chars`` bounds the text of a cell.
+- **Nothing worth reaching.** The kernel of a graded notebook imports a build of the package
+  without that notebook's answers (:mod:`.stripped`), bound in place of the real one.
 - **Guards.** Before the first cell the kernel imports ``transformer_lab.checks`` and enters
   grading mode (its checks only say that the grader decides; an audit hook notes suspicious
   events, reported as review flags); before each cell it is told whether the cell is student
@@ -41,6 +43,7 @@ from traitlets import Bool, Enum, Float, Integer, Unicode
 from transformer_lab.grading.decide import judge as _judge
 from transformer_lab.grading.decide import remote as _remote
 from transformer_lab.grading.run import sandbox as _sandbox
+from transformer_lab.grading.run import stripped as _stripped
 from transformer_lab.grading.run.outputs import bound_outputs
 
 __all__ = ["GuardedExecute", "PRIME_CODE", "RUN"]
@@ -129,7 +132,22 @@ class GuardedExecute(Execute):
         for key in ("flags", "hidden_failures"):
             RUN.setdefault(key, [])
         RUN.setdefault("verdicts", {})
-        return super().preprocess(nb, resources, km)
+        if self.sandbox:
+            self._graded_package(resources or {})
+        try:
+            return super().preprocess(nb, resources, km)
+        finally:
+            if self.sandbox:  # a kernel that died is not always shut down: nothing left behind
+                _sandbox.release_leftovers()
+
+    def _graded_package(self, resources: dict) -> None:
+        """The kernel of a graded notebook imports the package without that notebook's
+        answers (:mod:`.stripped`); a notebook run that is not graded gets the package whole."""
+        info = resources.get("nbgrader") or {}
+        notebook = str(info.get("assignment") or info.get("notebook") or "")
+        course = Path(self.course_root or ".").resolve()
+        package = _stripped.build(notebook, course) if self._judging and notebook else None
+        _sandbox.SandboxKernelManager.package = package
 
     def _get_timeout(self, cell):
         timeout = super()._get_timeout(cell)
@@ -239,6 +257,7 @@ class GuardedExecute(Execute):
             "failure": verdict.failure,
             "seconds": verdict.seconds,
             "requests": verdict.requests,
+            "checks": verdict.checks,  # each check decided (record/insights.py)
         }
 
     def _remote_send(self, payload: str, timeout: float) -> str:
@@ -251,13 +270,27 @@ class GuardedExecute(Execute):
         longer wait (``SLOW_MACHINE_FACTOR``) before the call is interrupted, and a request
         the kernel dropped without an answer is sent again once: a slow machine never turns
         into a failed call."""
-        for attempt in range(2):
+        for attempt in range(3):
             text = await self._async_request_once(payload, timeout)
             if text is not None:
                 return text
             if not await ensure_async(self.km.is_alive()):
                 raise _remote.RemoteError("the kernel died")
-        raise _remote.RemoteError("the kernel answered no request (twice)")
+            if attempt == 1:  # the channel itself may be gone: open it again, once
+                await self._async_reopen(max(timeout, 10.0))
+        raise _remote.RemoteError("the kernel answered no request (three times)")
+
+    async def _async_reopen(self, timeout: float) -> None:
+        """Register the kernel's comm target again (the grader's own code, run silently)."""
+        msg_id = self.kc.execute(PRIME_CODE, silent=True, store_history=False)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                reply = await ensure_async(self.kc.shell_channel.get_msg(timeout=1.0))
+            except Empty:
+                continue
+            if reply.get("parent_header", {}).get("msg_id") == msg_id:
+                return
 
     async def _async_request_once(self, payload: str, timeout: float) -> str | None:
         comm_id = uuid.uuid4().hex

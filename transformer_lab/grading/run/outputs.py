@@ -16,6 +16,8 @@ cell, and its feedback page that plus nbconvert's template (~300 kB).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from nbformat import NotebookNode
 
 __all__ = ["bound_outputs", "output_bytes", "CELL_BYTES", "NOTEBOOK_BYTES", "ERROR_BYTES"]
@@ -87,66 +89,78 @@ def bound_outputs(
             if c is not cell and c.get("cell_type") == "code"
             for o in c.get("outputs", [])
         )
-    room = max(0, min(cell_bytes, notebook_bytes - others))
-    text_room = text_chars
-    kept, dropped, dropped_bytes = [], 0, 0
-
-    def drop(nbytes: int) -> None:
-        nonlocal dropped, dropped_bytes
-        dropped += 1
-        dropped_bytes += nbytes
-
-    for output in outputs:
-        kind = output.get("output_type")
-        if kind == "error":
-            _shorten_error(output)
-            kept.append(output)
-            room -= output_bytes(output)
-            continue
-        if output_bytes(output.get("metadata", {})) > META_BYTES:
-            output["metadata"] = NotebookNode()
-        if kind == "stream":
-            text = _text(output.get("text", ""))
-            keep = _cut(text[: max(text_room, 0)], room)
-            if len(keep) < len(text):
-                drop(output_bytes(text) - output_bytes(keep))
-            if keep:
-                output["text"] = keep
-                text_room -= len(keep)
-                room -= output_bytes(output)
-                kept.append(output)
-            continue
-        if kind in ("display_data", "execute_result"):
-            data = output.get("data", {})
-            room -= output_bytes(output.get("metadata", {}))
-            # text/plain first: it is what a student most needs, and every output has it.
-            for mime in sorted(data, key=lambda m: (m != "text/plain", m)):
-                value = data[mime]
-                size = output_bytes(value)
-                if mime.startswith("text/") and isinstance(value, (str, list)):
-                    text = _text(value)
-                    if len(text) > text_room or size > room:
-                        del data[mime]
-                        drop(size)
-                        continue
-                    text_room -= len(text)
-                elif size > room:
-                    del data[mime]
-                    drop(size)
-                    continue
-                room -= size
-            if data:
-                kept.append(output)
-            continue
-        drop(output_bytes(output))  # an output type nbformat does not know
-    if dropped:
+    budget = _Budget(room=max(0, min(cell_bytes, notebook_bytes - others)), text=text_chars)
+    kept = [output for output in outputs if _keep(output, budget)]
+    if budget.dropped:
         kept.append(
             NotebookNode(
                 output_type="stream",
                 name="stdout",
-                text=f"\n[{dropped} output(s) or part(s) of {dropped_bytes:,} bytes not kept by "
-                f"the grader: at most {cell_bytes:,} bytes per cell, {text_chars:,} characters "
-                f"of text per cell and {notebook_bytes:,} bytes per notebook]\n",
+                text=f"\n[{budget.dropped} output(s) or part(s) of {budget.dropped_bytes:,} bytes "
+                f"not kept by the grader: at most {cell_bytes:,} bytes per cell, {text_chars:,} "
+                f"characters of text per cell and {notebook_bytes:,} bytes per notebook]\n",
             )
         )
     cell["outputs"] = kept
+
+
+@dataclass
+class _Budget:
+    """What is left of one cell's budgets, and what was dropped so far."""
+
+    room: int  # bytes
+    text: int  # characters of text
+    dropped: int = 0
+    dropped_bytes: int = 0
+
+    def drop(self, nbytes: int) -> None:
+        self.dropped += 1
+        self.dropped_bytes += nbytes
+
+
+def _keep(output, budget: _Budget) -> bool:
+    """Shorten one output to what ``budget`` has left; False when nothing of it is kept."""
+    kind = output.get("output_type")
+    if kind == "error":
+        _shorten_error(output)
+        budget.room -= output_bytes(output)
+        return True
+    if output_bytes(output.get("metadata", {})) > META_BYTES:
+        output["metadata"] = NotebookNode()
+    if kind == "stream":
+        text = _text(output.get("text", ""))
+        keep = _cut(text[: max(budget.text, 0)], budget.room)
+        if len(keep) < len(text):
+            budget.drop(output_bytes(text) - output_bytes(keep))
+        if not keep:
+            return False
+        output["text"] = keep
+        budget.text -= len(keep)
+        budget.room -= output_bytes(output)
+        return True
+    if kind in ("display_data", "execute_result"):
+        return _keep_data(output, budget)
+    budget.drop(output_bytes(output))  # an output type nbformat does not know
+    return False
+
+
+def _keep_data(output, budget: _Budget) -> bool:
+    data = output.get("data", {})
+    budget.room -= output_bytes(output.get("metadata", {}))
+    # text/plain first: it is what a student most needs, and every output has it.
+    for mime in sorted(data, key=lambda m: (m != "text/plain", m)):
+        value = data[mime]
+        size = output_bytes(value)
+        if mime.startswith("text/") and isinstance(value, (str, list)):
+            text = _text(value)
+            if len(text) > budget.text or size > budget.room:
+                del data[mime]
+                budget.drop(size)
+                continue
+            budget.text -= len(text)
+        elif size > budget.room:
+            del data[mime]
+            budget.drop(size)
+            continue
+        budget.room -= size
+    return bool(data)

@@ -30,6 +30,7 @@ limited by the grader, not here (see ``execute.GuardedExecute``).
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import subprocess
@@ -59,7 +60,23 @@ __all__ = [
     "sandbox_env",
     "probe",
     "SandboxKernelManager",
+    "release_leftovers",
 ]
+
+# Private folders of this process's kernels not yet removed (IPC sockets in /dev/shm, the seed
+# folder): a kernel that dies is not always shut down by nbclient, so the grader removes what
+# is left after each notebook (:func:`release_leftovers`) and at exit.
+_LIVE: set[Path] = set()
+
+
+def release_leftovers() -> None:
+    """Remove every private folder of this process's kernels (the kernels are gone)."""
+    for folder in list(_LIVE):
+        shutil.rmtree(folder, ignore_errors=True)
+        _LIVE.discard(folder)
+
+
+atexit.register(release_leftovers)
 
 
 def _memory_dir() -> str | None:
@@ -134,11 +151,13 @@ def probe(course_root: Path, limits: SandboxLimits = DEFAULT_LIMITS) -> None:
 class SandboxKernelManager(AsyncKernelManager):
     """A kernel manager whose kernels run in a bubblewrap sandbox (see the module docstring).
 
-    Class attributes set by the grader before a notebook runs: ``course_root`` and ``limits``.
+    Class attributes set by the grader before a notebook runs: ``course_root``, ``limits`` and
+    ``package``.
     """
 
     course_root: Path = Path.cwd()
     limits: SandboxLimits = SandboxLimits()
+    package: Path | None = None  # the graded build of the package (run/stripped.py), if any
 
     async def _async_pre_start_kernel(self, **kw):
         self._tlab_release()  # a restart: the previous kernel's folders and group
@@ -147,6 +166,7 @@ class SandboxKernelManager(AsyncKernelManager):
         self._tlab_uid = new_uid() if os.geteuid() == 0 else NOBODY
         self._tlab_ipc = _private_dir("tlab-ipc-", self._tlab_uid, _memory_dir())
         self._tlab_seed = _private_dir("tlab-seed-", self._tlab_uid)
+        _LIVE.update((self._tlab_ipc, self._tlab_seed))
         self.transport = "ipc"
         self.ip = str(self._tlab_ipc / "kernel")
         self.connection_file = str(self._tlab_ipc / "kernel.json")
@@ -172,6 +192,7 @@ class SandboxKernelManager(AsyncKernelManager):
             limits=self.limits,
             uid=self._tlab_uid,
             cgroup_procs=self._tlab_share.procs if self._tlab_share is not None else None,
+            package=self.package,
         )
         kw["env"] = sandbox_env(dict(kw.get("env") or os.environ), self._tlab_cpus)
         kw.pop("cwd", None)  # bwrap --chdir
@@ -222,6 +243,7 @@ class SandboxKernelManager(AsyncKernelManager):
             folder = getattr(self, attr, None)
             if folder is not None:
                 shutil.rmtree(folder, ignore_errors=True)
+                _LIVE.discard(folder)
                 setattr(self, attr, None)
         share = getattr(self, "_tlab_share", None)
         if share is not None:

@@ -24,7 +24,9 @@ DOTTED: dict[str, str] = {
     **dict.fromkeys(
         "exec eval compile __import__ execfile runpy importlib marshal types.FunctionType "
         "types.CodeType types.LambdaType code codeop builtins.exec builtins.eval "
-        "builtins.compile builtins.__import__ pickle.loads dill cloudpickle __builtins__".split(),
+        "builtins.compile builtins.__import__ pickle dill cloudpickle shelve __builtins__ "
+        "base64.b64decode base64.a85decode base64.b85decode base64.b32decode codecs.decode "
+        "zlib.decompress lzma bz2.decompress gzip.decompress".split(),
         DYNAMIC,
     ),
     **dict.fromkeys(
