@@ -252,3 +252,76 @@ def run_axe(page, course_selector: str = COURSE_OUTPUT) -> list[dict]:
     if not page.evaluate("() => typeof window.axe !== 'undefined'"):
         page.add_script_tag(path=str(axe_script()))
     return page.evaluate(AXE_RUN, course_selector)
+
+
+FEEDBACK_FIXTURE = ROOT / "tests" / "fixtures" / "course" / "solutions" / "fx_attention"
+
+
+def feedback_page(dest_dir: Path) -> Path:
+    """One nbgrader feedback page written in-process by the project's exporter
+    (``SanitizedHTMLExporter``, nbgrader's ``feedback`` template) from the fixture assignment,
+    graded by hand: softmax passes, attention fails with a long message, the mask passes, and a
+    printed line and a figure with its text alternative sit among the outputs.
+
+    Returns:
+        the path of ``fx_attention.html`` in ``dest_dir``.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from nbgrader.server_extensions.formgrader import __file__ as formgrader_file
+    from traitlets.config import Config
+
+    from transformer_lab.grading.record.feedback import SanitizedHTMLExporter
+    from transformer_lab.widgets import _common as ui
+    from transformer_lab.widgets.a11y import figure_html
+
+    nb = nbformat.read(FEEDBACK_FIXTURE / "fx_attention.ipynb", as_version=4)
+    fig, (ax,) = ui.new_figure(figsize=(4, 3))
+    ax.bar(range(4), [0.1, 0.2, 0.3, 0.4], color=ui.BLUE)
+    ax.set(title="softmax of [0, 1, 2, 3]", xlabel="position", ylabel="weight")
+    scores = {"test_softmax": 2, "test_attention": 0, "test_causal": 1}
+    for cell in nb.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if cell.cell_type != "code":
+            continue
+        cell.outputs = []
+        cell.execution_count = 1
+        if meta.get("grade_id") == "setup":
+            cell.outputs.append(nbformat.v4.new_output("stream", name="stdout", text="ready\n"))
+        if meta.get("grade_id") == "softmax_impl":
+            cell.outputs.append(
+                nbformat.v4.new_output(
+                    "display_data", data={"text/html": figure_html(fig), "text/plain": "figure"}
+                )
+            )
+        if meta.get("grade_id") == "test_attention":
+            message = (
+                "scaled_dot_product_attention: the weights of query 0 differ from the reference "
+                "by up to 0.31 (did you divide the scores by sqrt(d_k) before the softmax?) " * 3
+            )
+            cell.outputs.append(
+                nbformat.v4.new_output(
+                    "error",
+                    ename="AssertionError",
+                    evalue=message,
+                    traceback=[f"\x1b[0;31mAssertionError\x1b[0m: {message}"],
+                )
+            )
+        if meta.get("grade"):
+            meta["score"] = scores[meta["grade_id"]]
+    config = Config()
+    config.HTMLExporter.template_name = "feedback"
+    formgrader = Path(formgrader_file).parent  # as nbgrader's GenerateFeedback sets it up
+    config.HTMLExporter.extra_template_basedirs = [str(formgrader / "templates")]
+    config.HTMLExporter.extra_template_paths = [
+        str(formgrader / "static" / "node_modules" / "bootstrap" / "dist" / "css")
+    ]
+    exporter = SanitizedHTMLExporter(config=config)
+    resources = {
+        "nbgrader": {"notebook": "fx_attention", "score": 3, "max_score": 6, "late_penalty": 0}
+    }
+    page, _ = exporter.from_notebook_node(nb, resources=resources)
+    path = dest_dir / "fx_attention.html"
+    path.write_text(page, encoding="utf-8")
+    return path

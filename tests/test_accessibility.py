@@ -93,6 +93,65 @@ def test_heat_maps_get_a_colour_bar():
     assert any(hasattr(ax, "_colorbar") for ax in ex.figure.axes)
 
 
+def _values_on(shape, values=None, **imshow):
+    """A FigureView with one heat map of ``shape`` and its printed values, updated once."""
+    import numpy as np
+
+    fig, (ax,) = ui.new_figure(figsize=(4, 4))
+    data = np.linspace(0, 1, shape[0] * shape[1]).reshape(shape) if values is None else values
+    im = ax.imshow(data, **{"cmap": "Blues", "vmin": 0, "vmax": 1, **imshow})
+    view = ui.FigureView(fig)
+    printed = ui.HeatmapValues(view, im)
+    printed.update()
+    view.render_png()
+    shown = {k: t.get_text() for k, t in printed.texts.items() if t.get_visible()}
+    return printed, shown
+
+
+def test_small_heat_maps_print_every_value_and_large_ones_none():
+    printed, shown = _values_on((3, 4))
+    assert len(shown) == 12 and shown[(0, 0)] == "0" and shown[(2, 3)] == "1"
+    assert printed.shown and "each cell's value printed" in a11y.describe_figure(
+        printed.image.figure
+    )
+    printed, shown = _values_on((13, 13))
+    assert not printed.shown and not shown  # the colour bar and the readout suffice
+
+
+def test_printed_values_contrast_with_their_cell_and_follow_the_data():
+    import numpy as np
+
+    printed, shown = _values_on((1, 2), np.array([[0.0, 1.0]]))
+    light, dark = printed.texts[(0, 0)], printed.texts[(0, 1)]
+    assert light.get_color() == "black" and dark.get_color() == "white"  # Blues: 0 light, 1 dark
+    printed.image.set_data(np.array([[0.25, -np.inf]]))
+    printed.image.set_clim(-1, 1)
+    printed.update()
+    assert printed.texts[(0, 0)].get_text() == ".25"
+    assert not printed.texts[(0, 1)].get_visible()  # imshow masks -inf: an empty cell, no text
+
+
+def test_printed_values_keep_their_format_and_nan_when_the_map_shows_it():
+    import matplotlib
+    import numpy as np
+
+    cmap = matplotlib.colormaps["Blues"].with_extremes(bad=ui.RED)
+    _, shown = _values_on((1, 3), np.array([[1.5, np.nan, 3.0]]), cmap=cmap, vmax=6)
+    assert list(shown.values()) == ["1.50", "NaN", "3.00"]
+    _, shown = _values_on((1, 2), np.array([[np.nan, 2.0]]), vmax=6)  # transparent bad colour
+    assert list(shown.values()) == ["2"]
+
+
+def test_printed_values_are_left_out_when_the_digits_would_not_fit():
+    import numpy as np
+
+    fig, (ax,) = ui.new_figure(figsize=(1.2, 1.2))
+    im = ax.imshow(np.full((12, 12), 0.123456), cmap="Blues", vmin=0, vmax=1)
+    printed = ui.HeatmapValues(ui.FigureView(fig), im)
+    printed.update()
+    assert not printed.shown
+
+
 def test_figure_formatter_gives_html_with_alt_and_png_metadata():
     from IPython.core.interactiveshell import InteractiveShell
 

@@ -27,6 +27,7 @@ from browser_helpers import (
     ROOT,
     explorer_notebook,
     explorers_notebook,
+    feedback_page,
     free_port,
     run_axe,
     start_lab,
@@ -159,18 +160,63 @@ def test_axe_other_notebooks(chromium, tmp_path, watchdog, name):
     _assert_course_clean(_audit(chromium, tmp_path, name))
 
 
+@pytest.mark.xfail(
+    reason="open (issue 40): grading/record/page_style.py colours every link #0b57d0, also the "
+    "'top' links on the blue (#337ab7) heading of nbgrader's graded-cell panels: color-contrast, "
+    "8 nodes (fix requested from the page style's owner)",
+    strict=True,
+)
+def test_feedback_page_has_no_serious_violation(chromium, tmp_path, watchdog):
+    """A feedback page from the project's exporter (nbgrader's template, sanitized, with the
+    course's page style), opened from disk at 1366x768: axe finds nothing serious or critical."""
+    from playwright.sync_api import sync_playwright
+
+    page_path = feedback_page(tmp_path)
+    SHOTS.mkdir(exist_ok=True)
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(
+            executable_path=str(chromium), headless=True, args=CHROMIUM_ARGS
+        )
+        try:
+            # bypass_csp: the page forbids every script, axe included
+            page = browser.new_page(viewport={"width": 1366, "height": 768}, bypass_csp=True)
+            page.goto(page_path.as_uri(), wait_until="load")
+            assert page.locator("img[alt]").count() >= 1
+            rows = run_axe(page, "html")
+            page.screenshot(path=str(SHOTS / "feedback_page.png"))
+        finally:
+            browser.close()
+    summary = _summary(rows)
+    (SHOTS / "axe_feedback.json").write_text(
+        json.dumps({"summary": summary, "violations": rows}, indent=1)
+    )
+    print(f"axe feedback page: {json.dumps(summary)}")
+    _assert_course_clean(rows)
+
+
 WIDGET_IMG = ".tlab-explorer img.widget-image"
 FOCUSABLE = ".noUi-handle, .widget-readout[contenteditable=true], select, button, input, textarea"
+CELLS = ".jp-Notebook .jp-Cell"
+# Command-mode shortcuts pressed inside each control: insert above/below, delete, to markdown.
+SHORTCUTS = ["b", "a", "d", "d", "m", "y"]
 
 
 def _focus_info(page):
+    """What a screen reader and a sighted keyboard user get from the focused element."""
     return page.evaluate(
-        """() => { const e = document.activeElement; const cell = e.closest('.jp-Cell');
-        return {inside: !!e.closest('.tlab-explorer'), cls: e.className, tag: e.tagName,
+        """() => { const e = document.activeElement; const s = getComputedStyle(e);
+        return {inside: !!e.closest('.tlab-explorer'), cls: String(e.className), tag: e.tagName,
                 name: e.getAttribute('aria-label') || (e.labels && e.labels[0] ?
                       e.labels[0].textContent : '') || (e.tagName === 'BUTTON' ?
                       e.innerText : '') || '',
-                outline: getComputedStyle(e).outlineStyle}; }"""
+                outline: s.outlineStyle, outline_px: parseFloat(s.outlineWidth) || 0}; }"""
+    )
+
+
+def _cells(page):
+    """The notebook's cells as their kinds, e.g. ['code', 'code', 'markdown']."""
+    return page.eval_on_selector_all(
+        CELLS, "cs => cs.map(c => c.classList.contains('jp-MarkdownCell') ? 'markdown' : 'code')"
     )
 
 
@@ -184,20 +230,35 @@ def _img_changes(page, press):
     )
 
 
-# (notebook, explorer): sliders and toggle buttons; a dropdown
+def _is_active(locator) -> bool:
+    return locator.evaluate("e => e === document.activeElement")
+
+
+def _press_shortcuts(page, control):
+    """Press the notebook's command-mode letters on a focused control; focus must stay there."""
+    control.focus()
+    for key in SHORTCUTS:
+        page.keyboard.press(key)
+    page.wait_for_timeout(400)
+    assert _is_active(control), "a notebook shortcut took the focus out of the explorer"
+
+
+# (notebook, explorer, the first slider's aria-valuetext or None): sliders and toggle buttons
+# (masked_row_explorer), a dropdown and a log slider (leak_explorer), a SelectionSlider whose
+# value is d_k = 64, not the option's index 6 (scaling_explorer), log and float sliders
+# (sampling_explorer).
 KEYBOARD = [
-    ("04_masking_and_cross_attention", "masked_row_explorer"),
-    ("04_masking_and_cross_attention", "leak_explorer"),
+    ("04_masking_and_cross_attention", "masked_row_explorer", None),
+    ("04_masking_and_cross_attention", "leak_explorer", None),
+    ("01_self_attention", "scaling_explorer", "64"),
+    ("07_gpt", "sampling_explorer", None),
 ]
 
 
-@pytest.mark.xfail(
-    reason="open (issue 40): JupyterLab's command-mode shortcuts (b, a) still fire inside a focused "
-    "slider handle although the explorer carries data-lm-suppress-shortcuts",
-    strict=False,
-)
-@pytest.mark.parametrize("name, explorer", KEYBOARD, ids=[e for _, e in KEYBOARD])
-def test_explorer_works_from_the_keyboard_alone(chromium, tmp_path, watchdog, name, explorer):
+@pytest.mark.parametrize("name, explorer, first_value", KEYBOARD, ids=[e for _, e, _ in KEYBOARD])
+def test_explorer_works_from_the_keyboard_alone(
+    chromium, tmp_path, watchdog, name, explorer, first_value
+):
     from playwright.sync_api import sync_playwright
 
     root = tmp_path / "root"
@@ -205,6 +266,7 @@ def test_explorer_works_from_the_keyboard_alone(chromium, tmp_path, watchdog, na
     source = NOTEBOOKS / name / f"{name}.ipynb"
     notebook, n_cells, _ = explorer_notebook(source, root, explorer)
     proc, url = _lab(tmp_path, notebook)
+    SHOTS.mkdir(exist_ok=True)
     try:
         with sync_playwright() as pw:
             browser, page = _open(pw, chromium, url)
@@ -212,69 +274,92 @@ def test_explorer_works_from_the_keyboard_alone(chromium, tmp_path, watchdog, na
                 _run_all(page, n_cells)
                 page.wait_for_selector(WIDGET_IMG, timeout=60_000)
                 page.wait_for_function(
-                    "() => document.querySelector('.tlab-explorer[data-lm-suppress-shortcuts]')",
+                    "() => document.querySelector('.tlab-explorer .noUi-handle"
+                    "[data-lm-suppress-shortcuts], .tlab-explorer select[data-lm-suppress-shortcuts]')",
                     timeout=20_000,
                 )
-                explorer_el = page.locator(".tlab-explorer").first
-                controls = explorer_el.locator(FOCUSABLE)
-                n_controls = controls.count()
-                assert n_controls >= 1
-                # Tab from the first control reaches every control, in document order.
-                controls.first.focus()
-                seen = [_focus_info(page)]
-                for _ in range(n_controls - 1):
-                    page.keyboard.press("Tab")
-                    seen.append(_focus_info(page))
-                assert all(s["inside"] for s in seen), seen
-                assert all(s["name"].strip() for s in seen), f"a control has no name: {seen}"
-                assert all(s["outline"] != "none" for s in seen), f"focus not visible: {seen}"
-                n_cells_before = page.locator(".jp-Notebook .jp-Cell").count()
-                # Sliders: a name, the shown value as aria-valuetext, arrows redraw.
-                handles = explorer_el.locator(".noUi-handle")
-                for i in range(handles.count()):
-                    handle = handles.nth(i)
-                    handle.focus()
-                    assert handle.get_attribute("aria-label")
-                    box = explorer_el.locator(".widget-slider .widget-readout").nth(i)
-                    assert box.get_attribute("aria-label")
-                    key = (
-                        "ArrowRight"
-                        if handle.get_attribute("aria-valuenow")
-                        != handle.get_attribute("aria-valuemax")
-                        else "ArrowLeft"
-                    )
-                    _img_changes(page, lambda h=handle, k=key: h.press(k))
-                    page.wait_for_timeout(300)
-                    assert handle.get_attribute("aria-valuetext") == box.inner_text().strip()
-                    handle.press("b")  # "insert a cell below" in command mode
-                    handle.press("a")
-                # Dropdowns: Up/Down change the value (not the active cell) and redraw.
-                selects = explorer_el.locator("select")
-                for i in range(selects.count()):
-                    select = selects.nth(i)
-                    select.focus()
-                    before = select.input_value()
-                    last = select.evaluate("s => s.selectedIndex === s.options.length - 1")
-                    key = "ArrowUp" if last else "ArrowDown"
-                    _img_changes(page, lambda s=select, k=key: s.press(k))
-                    assert select.input_value() != before
-                    assert _focus_info(page)["inside"]
-                # Toggle buttons say which is pressed, not by colour alone.
-                toggles = explorer_el.locator(".widget-toggle-buttons button")
-                if toggles.count() > 1:
-                    assert toggles.first.get_attribute("aria-pressed") in ("true", "false")
-                    toggles.nth(1).focus()
-                    _img_changes(page, lambda: page.keyboard.press("Enter"))
-                    page.wait_for_timeout(300)
-                    assert toggles.nth(1).get_attribute("aria-pressed") == "true"
-                assert page.locator(".jp-Notebook .jp-Cell").count() == n_cells_before, (
-                    "a notebook shortcut fired inside the explorer"
-                )
-                readout = explorer_el.locator(".tlab-readout")
-                assert readout.get_attribute("aria-live") == "polite"
-                assert explorer_el.locator("img.widget-image").get_attribute("alt")
+                _keyboard_checks(page, first_value)
                 page.screenshot(path=str(SHOTS / f"keyboard_{explorer}.png"))
             finally:
                 browser.close()
     finally:
         stop(proc)
+
+
+def _keyboard_checks(page, first_value):
+    explorer_el = page.locator(".tlab-explorer").first
+    cells_before = _cells(page)
+    readout = explorer_el.locator(".tlab-readout")
+    assert readout.get_attribute("role") == "status"
+    assert readout.get_attribute("aria-live") == "polite"
+    readout_before = readout.inner_text()
+    controls = explorer_el.locator(FOCUSABLE)
+    n_controls = controls.count()
+    assert n_controls >= 1
+    # Tab from the first control visits every control once, in the order they are shown.
+    controls.first.focus()
+    seen = [_focus_info(page)]
+    for i in range(1, n_controls):
+        page.keyboard.press("Tab")
+        assert _is_active(controls.nth(i)), f"Tab #{i} went elsewhere: {_focus_info(page)}"
+        seen.append(_focus_info(page))
+    assert all(s["inside"] for s in seen), seen
+    assert all(s["name"].strip() for s in seen), f"a control has no name: {seen}"
+    assert all(s["outline"] != "none" and s["outline_px"] >= 2 for s in seen), (
+        f"focus not visible: {seen}"
+    )
+    # Sliders: a name, the shown value as aria-valuetext, arrows change it and redraw.
+    handles = explorer_el.locator(".noUi-handle")
+    boxes = explorer_el.locator(".widget-slider .widget-readout")
+    if first_value is not None:
+        assert handles.first.get_attribute("aria-valuetext") == first_value
+    for i in range(handles.count()):
+        handle, box = handles.nth(i), boxes.nth(i)
+        assert handle.get_attribute("aria-label")
+        assert box.get_attribute("aria-label")
+        assert handle.get_attribute("aria-valuetext") == box.inner_text().strip()
+        _press_shortcuts(page, handle)
+        before = handle.get_attribute("aria-valuetext")
+        at_max = float(handle.get_attribute("aria-valuenow")) >= float(
+            handle.get_attribute("aria-valuemax")
+        )
+        key = "ArrowLeft" if at_max else "ArrowRight"
+        _img_changes(page, lambda h=handle, k=key: h.press(k))
+        page.wait_for_function(
+            "([h, b]) => h.getAttribute('aria-valuetext') === b.textContent.trim()",
+            arg=[handle.element_handle(), box.element_handle()],
+            timeout=10_000,
+        )
+        assert handle.get_attribute("aria-valuetext") != before
+        # and back, so that each slider is tried from the explorer's initial state
+        back = "ArrowRight" if at_max else "ArrowLeft"
+        _img_changes(page, lambda h=handle, k=back: h.press(k))
+        page.wait_for_function(
+            "([h, v]) => h.getAttribute('aria-valuetext') === v",
+            arg=[handle.element_handle(), before],
+            timeout=10_000,
+        )
+    # Dropdowns: Up/Down change the value (not the active cell) and redraw.
+    selects = explorer_el.locator("select")
+    for i in range(selects.count()):
+        select = selects.nth(i)
+        _press_shortcuts(page, select)
+        before = select.input_value()
+        last = select.evaluate("s => s.selectedIndex === s.options.length - 1")
+        _img_changes(page, lambda s=select, k="ArrowUp" if last else "ArrowDown": s.press(k))
+        assert select.input_value() != before
+        assert _is_active(select)
+    # Toggle buttons say which is pressed (aria-pressed), not by colour alone.
+    toggles = explorer_el.locator(".widget-toggle-buttons button")
+    if toggles.count() > 1:
+        assert toggles.first.get_attribute("aria-pressed") in ("true", "false")
+        _press_shortcuts(page, toggles.nth(1))
+        _img_changes(page, lambda: page.keyboard.press("Enter"))
+        page.wait_for_function(
+            "b => b.getAttribute('aria-pressed') === 'true'",
+            arg=toggles.nth(1).element_handle(),
+            timeout=10_000,
+        )
+    assert _cells(page) == cells_before, "a notebook shortcut fired inside the explorer"
+    assert readout.inner_text() != readout_before, "the live readout did not change"
+    assert explorer_el.locator("img.widget-image").get_attribute("alt")

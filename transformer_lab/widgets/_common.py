@@ -33,7 +33,7 @@ __all__ = [
     "Explorer", "FigureView", "new_figure", "render_png", "encode_png", "set_bar_heights",
     "Rectangle", "widgets", "STYLE", "BLUE", "ORANGE", "GREY", "RED", "GREEN",
     "diff_overlay", "set_diff", "bar_colors", "TEXT_OK", "TEXT_ERROR", "DIFFER_HATCH",
-    "DIFFER_MARKER", "add_colour_bars",
+    "DIFFER_MARKER", "add_colour_bars", "HeatmapValues", "VALUES_MAX_CELLS",
 ]  # fmt: skip
 
 DPI = 80  # ~800 px wide figures: sharp enough, and cheap to draw and encode
@@ -219,10 +219,13 @@ class Explorer(widgets.VBox):
         for control in self.controls.values():
             control.observe(self._on_change, names="value")
         add_colour_bars(self.figure)
+        self.heatmap_values = [HeatmapValues(view, im) for im in heat_maps(self.figure)]
         self.refresh()
         # Lay out once with constrained layout, then freeze it: re-solving the layout on every
         # redraw would double the cost of a slider step for no visible gain.
         self.figure.set_layout_engine("none")
+        if any(values.shown for values in self.heatmap_values):
+            self.refresh()  # the printed values' size follows the cells' size after layout
 
     def _on_change(self, change: dict[str, Any]) -> None:
         if not self._busy:
@@ -245,6 +248,8 @@ class Explorer(widgets.VBox):
             self._busy = False
         self._state = state
         self.readout.value = readout
+        for values in self.heatmap_values:
+            values.update()
         self.image.value = self.view.render_png()
         self.description.value = html.escape(describe_figure(self.figure))
         self.last_update_seconds = time.perf_counter() - start
@@ -310,16 +315,28 @@ def bar_colors(bars: Any, differs: np.ndarray, same: str = GREEN, other: str = R
             bar.set_edgecolor("black")
 
 
+def _is_heat_map(im: Any) -> bool:
+    """A 2-D image drawn through a colour map (not a grey picture, not an RGBA overlay)."""
+    return getattr(im.get_array(), "ndim", 0) == 2 and not im.get_cmap().name.startswith("gray")
+
+
+def heat_maps(fig: Figure) -> list[Any]:
+    """Every heat map of ``fig`` (colour bars' own axes left out)."""
+    return [
+        im
+        for ax in fig.axes
+        if not hasattr(ax, "_colorbar")
+        for im in ax.get_images()
+        if _is_heat_map(im)
+    ]
+
+
 def add_colour_bars(fig: Figure) -> None:
     """Give every heat map (a 2-D image with a colour map, not a grey picture) a colour bar."""
     for ax in list(fig.axes):
         if hasattr(ax, "_colorbar") or getattr(ax, "tlab_has_colour_bar", False):
             continue
-        images = [
-            im
-            for im in ax.get_images()
-            if getattr(im.get_array(), "ndim", 0) == 2 and not im.get_cmap().name.startswith("gray")
-        ]
+        images = [im for im in ax.get_images() if _is_heat_map(im)]
         if images and ax.get_visible():
             fig.colorbar(images[0], ax=ax, shrink=0.8, pad=0.02)
             ax.tlab_has_colour_bar = True
@@ -329,3 +346,107 @@ def set_bar_heights(bars: Any, heights: np.ndarray) -> None:
     """Update a bar container's heights in place."""
     for bar, h in zip(bars, heights):
         bar.set_height(float(h))
+
+
+# Heat maps of at most 12 x 12 cells get each cell's value printed on it, when the digits fit at
+# MIN_VALUE_PT or more; larger maps rely on the colour bar and the readout (docs/accessibility.md).
+VALUES_MAX_CELLS = 12
+MIN_VALUE_PT, MAX_VALUE_PT = 7.0, 9.0
+EM_PER_CHAR, CELL_FILL = 0.64, 0.8  # a digit is ~0.64 em wide; text fills <= 80% of a cell
+
+
+def _short(v: float) -> str:
+    """A weight in [-1, 1] with two decimals and no leading zero: '.25', '1', '0', '-.5'."""
+    text = f"{v:.2f}".rstrip("0").rstrip(".")
+    text = "0" if text in ("0", "-0") else text
+    return text.replace("0.", ".", 1) if text.lstrip("-").startswith("0.") else text
+
+
+def _value_format(values: np.ndarray) -> Callable[[float], str]:
+    """One format for a whole map: integers as such, weights in [-1, 1] short, else 3 digits."""
+    finite = values[np.isfinite(values)]
+    if finite.size and np.all(finite == np.round(finite)) and np.abs(finite).max() < 1e4:
+        return lambda v: f"{v:.0f}"
+    if not finite.size or np.abs(finite).max() <= 1:
+        return _short
+    if np.abs(finite).max() < 10:
+        return lambda v: f"{v:.2f}"
+    return lambda v: f"{v:.3g}"
+
+
+def _cell_text(v: float, fmt: Callable[[float], str], nan: str) -> str:
+    if np.isnan(v):
+        return nan
+    if np.isinf(v):
+        return "\u2212\u221e" if v < 0 else "\u221e"
+    return fmt(v).replace("-", "\u2212")
+
+
+class HeatmapValues:
+    """The value of every cell printed on a small heat map (WCAG 1.4.1: colour is not the only
+    way the number is given).
+
+    Text artists are made on demand, one per cell, and drawn with the fast layer of the
+    :class:`FigureView`; black or white, whichever contrasts with the cell's colour. Shown only
+    while the map has at most :data:`VALUES_MAX_CELLS` rows and columns and the digits fit in a
+    cell at :data:`MIN_VALUE_PT` or more.
+    """
+
+    def __init__(self, view: FigureView, image: Any) -> None:
+        self.view = view
+        self.image = image
+        self.texts: dict[tuple[int, int], Any] = {}
+        self.shown = False
+
+    def _text(self, i: int, j: int) -> Any:
+        if (i, j) not in self.texts:
+            text = self.image.axes.text(
+                0, 0, "", ha="center", va="center", fontsize=MAX_VALUE_PT, clip_on=True
+            )
+            self.view.animate(text)
+            self.texts[(i, j)] = text
+        return self.texts[(i, j)]
+
+    def _font_size(self, rows: int, cols: int, width: int) -> float:
+        """Largest size (pt) at which ``width`` characters fit in one cell, capped."""
+        box = self.image.axes.get_window_extent()
+        cell_w, cell_h = box.width / cols, box.height / rows
+        px_per_pt = self.image.axes.figure.dpi / 72
+        return min(MAX_VALUE_PT, CELL_FILL * cell_w / (EM_PER_CHAR * max(width, 1)) / px_per_pt,
+                   0.6 * cell_h / px_per_pt)  # fmt: skip
+
+    def update(self) -> None:
+        """Print the image's current values (or hide them when the map is too large)."""
+        data = np.ma.filled(np.ma.asarray(self.image.get_array(), dtype=float), np.nan)
+        rows, cols = data.shape
+        for text in self.texts.values():
+            text.set_visible(False)
+        self.shown = self.image.tlab_values_shown = False
+        if rows > VALUES_MAX_CELLS or cols > VALUES_MAX_CELLS or not self.image.get_visible():
+            return
+        fmt = _value_format(data)
+        nan = "NaN" if self.image.cmap.get_bad()[3] > 0 else ""  # a visible "bad" colour
+        labels = [[_cell_text(v, fmt, nan) for v in row] for row in data]
+        size = self._font_size(rows, cols, max(len(t) for row in labels for t in row))
+        if size < MIN_VALUE_PT:
+            return
+        left, right, bottom, top = self.image.get_extent()
+        if self.image.origin == "upper":
+            ys = top + (np.arange(rows) + 0.5) * (bottom - top) / rows
+        else:
+            ys = bottom + (np.arange(rows) + 0.5) * (top - bottom) / rows
+        xs = left + (np.arange(cols) + 0.5) * (right - left) / cols
+        colours = self.image.cmap(self.image.norm(np.nan_to_num(data, posinf=1e30, neginf=-1e30)))
+        for i in range(rows):
+            for j in range(cols):
+                if not labels[i][j]:
+                    continue
+                r, g, b = colours[i, j, :3]
+                dark = 0.2126 * r**2.2 + 0.7152 * g**2.2 + 0.0722 * b**2.2 < 0.18
+                text = self._text(i, j)
+                text.set_position((xs[j], ys[i]))
+                text.set_text(labels[i][j])
+                text.set_fontsize(size)
+                text.set_color("white" if dark else "black")
+                text.set_visible(True)
+        self.shown = self.image.tlab_values_shown = True

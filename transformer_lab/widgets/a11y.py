@@ -78,6 +78,7 @@ def _axes_sentence(ax: Any) -> str:
         parts.append(
             f"heat map of {data.shape[0]} rows by {data.shape[1]} columns, values from "
             f"{_fmt(lo)} to {_fmt(hi)} (colour map {cmap})"
+            + (", each cell's value printed on it" if getattr(im, "tlab_values_shown", 0) else "")
         )
     if any(getattr(im.get_array(), "ndim", 0) == 3 for im in images) and not parts[1:]:
         parts.append("a picture")
@@ -213,8 +214,11 @@ EXPLORER_CSS = """
 
 SHIM_JS = r"""// Accessibility fixes for the course's explorers (transformer_lab/widgets/a11y.py), run in the
 // browser by an Output widget inside each explorer. ipywidgets 8 has no API for any of these:
-// - notebook shortcuts ("b", "a", Up/Down...) must not fire while a control has the focus:
-//   Lumino skips key bindings for events inside [data-lm-suppress-shortcuts];
+// - notebook shortcuts ("b", "a", "d d", "m", Up/Down...) must not fire while a control has the
+//   focus. Lumino looks for a binding's selector from the event's target up to the first element
+//   carrying [data-lm-suppress-shortcuts], and the notebook's command-mode selector ends in
+//   ":focus", which the focused control itself matches: so the attribute goes on every focusable
+//   control (handles, number boxes, selects, buttons, inputs), not only on the explorer;
 // - a slider's handle (div role=slider) and its number box get the control's label as aria-label,
 //   and aria-valuetext is the value the readout shows (not an option's index or a log exponent);
 // - toggle buttons say which one is pressed (aria-pressed);
@@ -223,10 +227,14 @@ SHIM_JS = r"""// Accessibility fixes for the course's explorers (transformer_lab
 // Idempotent: every explorer view re-runs it; one MutationObserver per page does the work.
 (function () {
   if (window.__tlabA11y) { window.__tlabA11y(); return; }
+  var FOCUSABLE = '.noUi-handle, .widget-readout, select, button, input, textarea, [tabindex]';
   function set(el, name, value) { if (el.getAttribute(name) !== value) el.setAttribute(name, value); }
   function fix(root) {
-    root.setAttribute('data-lm-suppress-shortcuts', 'true');
-    root.setAttribute('role', 'group');
+    set(root, 'data-lm-suppress-shortcuts', 'true');
+    set(root, 'role', 'group');
+    root.querySelectorAll(FOCUSABLE).forEach(function (el) {
+      set(el, 'data-lm-suppress-shortcuts', 'true');
+    });
     root.querySelectorAll('.widget-slider, .widget-hslider, .widget-vslider').forEach(function (s) {
       var label = s.querySelector('.widget-label');
       var name = label ? label.textContent.trim() : '';
