@@ -20,6 +20,7 @@ import pytest
 from tests.catalogues.nb00 import CATALOGUE, GOOD, cp_good, mp_good, mp_no_skip
 from tests.holdout import nb00 as holdout_nb00
 from transformer_lab import bpe, checks
+from transformer_lab.lessons import why_attention
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
@@ -61,7 +62,15 @@ def _untouched(*args, **kwargs):
 
 @pytest.mark.parametrize(
     "name",
-    ["count_pairs", "merge_pair", "train_merges", "bpe_encode", "bpe_decode", "one_hot_embed"],
+    [
+        "count_pairs",
+        "merge_pair",
+        "train_merges",
+        "bpe_encode",
+        "bpe_decode",
+        "one_hot_embed",
+        "causal_average",
+    ],
 )
 def test_untouched_answer_says_not_implemented(name):
     with pytest.raises(AssertionError, match="not implemented") as info:
@@ -79,10 +88,11 @@ def test_untouched_answer_says_not_implemented(name):
         (checks.check_train_merges, lambda text, n: tm_best_pair_reference(text, n)),
         (checks.check_bpe_encode, lambda text, merges: bpe.encode(text, merges)),
         (checks.check_bpe_decode, lambda ids, merges: bpe.decode(ids, merges)),
+        (checks.check_causal_average, lambda x: why_attention.causal_average(x)),
     ],
 )
 def test_references_are_disabled(check, impl):
-    with pytest.raises(AssertionError, match="called transformer_lab.bpe"):
+    with pytest.raises(AssertionError, match="called transformer_lab.(bpe|lessons.why_attention)"):
         check(impl)
 
 
@@ -101,7 +111,7 @@ def tm_best_pair_reference(text, n_merges):
 
 def test_diagnose_and_registry():
     assert {"count_pairs", "merge_pair", "train_merges", "bpe_encode", "bpe_decode",
-            "one_hot_embed"} <= set(checks.EXERCISES)  # fmt: skip
+            "one_hot_embed", "causal_average"} <= set(checks.EXERCISES)  # fmt: skip
     assert checks.diagnose("merge_pair", mp_good) is None
     verdict = checks.diagnose("merge_pair", mp_no_skip, ([97, 97, 97], (97, 97), 256))
     assert verdict.named and verdict.student == [256, 256] and verdict.reference == [256, 97]
@@ -123,6 +133,7 @@ GRADED = {  # check -> (the function's name in the notebook, the graded cell's i
     checks.check_bpe_encode: ("encode", "bpe_encode_tests"),
     checks.check_bpe_decode: ("decode", "bpe_decode_tests"),
     checks.check_one_hot_embed: ("one_hot_embed", "one_hot_embed_tests"),
+    checks.check_causal_average: ("causal_average", "causal_average_tests"),
 }
 GRADED_BY_NAME = {check.__name__: cell for check, cell in GRADED.items()}
 _IMPLS = [(c, f) for c, f, _ in CATALOGUE] + list(GOOD)

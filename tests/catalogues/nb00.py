@@ -157,6 +157,31 @@ def emb_good_index(ids, w_emb):
     return w_emb[ids]
 
 
+def ca_good(x):
+    T = x.shape[-2]
+    w = torch.tril(torch.ones(T, T, dtype=x.dtype))  # (T, T)
+    return (w / w.sum(dim=1, keepdim=True)) @ x
+
+
+def ca_good_cumsum(x):
+    counts = torch.arange(1, x.shape[-2] + 1, dtype=x.dtype)[:, None]  # (T, 1)
+    return x.cumsum(dim=-2) / counts
+
+
+def ca_good_softmax(x):
+    T = x.shape[-2]
+    future = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)
+    w = torch.zeros(T, T, dtype=x.dtype).masked_fill(future, float("-inf")).softmax(dim=-1)
+    return w @ x
+
+
+def ca_good_loop(x):
+    out = torch.empty_like(x)
+    for t in range(x.shape[-2]):
+        out[..., t, :] = x[..., : t + 1, :].mean(dim=-2)
+    return out
+
+
 GOOD = [
     (checks.check_count_pairs, f) for f in (cp_good, cp_good_counter, cp_good_defaultdict)
 ] + [
@@ -169,6 +194,9 @@ GOOD = [
     (checks.check_bpe_decode, f) for f in (dec_good, dec_good_bytearray)
 ] + [
     (checks.check_one_hot_embed, f) for f in (emb_good, emb_good_eye, emb_good_index)
+] + [
+    (checks.check_causal_average, f)
+    for f in (ca_good, ca_good_cumsum, ca_good_softmax, ca_good_loop)
 ]  # fmt: skip
 
 
@@ -725,6 +753,131 @@ def dec_two_levels(ids, merges):
     return bytes(u for u in flat if u < 256).decode("utf-8", errors="replace")
 
 
+# causal_average: one helper builds A from a (T, T) 0/1 pattern and the divisor the student chose
+def _ca(name, keep, divide, dtype=None):
+    def causal_average(x):
+        T = x.shape[-2]
+        ones = torch.ones(T, T, dtype=dtype or x.dtype)
+        w = keep(ones)
+        return divide(w) @ x
+
+    causal_average.__name__ = causal_average.__qualname__ = name
+    return causal_average
+
+
+_rows = lambda w: w / w.sum(dim=1, keepdim=True)  # noqa: E731
+ca_upper = _ca("ca_upper", torch.triu, _rows)
+ca_transposed = _ca("ca_transposed", torch.tril, lambda w: _rows(w).T)
+ca_next_too = _ca("ca_next_too", lambda o: o.tril(1), _rows)
+ca_no_mask = _ca("ca_no_mask", lambda o: o, _rows)
+ca_by_T = _ca("ca_by_T", torch.tril, lambda w: w / w.shape[0])
+ca_by_t = _ca("ca_by_t", torch.tril, lambda w: w / torch.arange(w.shape[0])[:, None])
+ca_by_t_plus_2 = _ca(
+    "ca_by_t_plus_2", torch.tril, lambda w: w / torch.arange(2, w.shape[0] + 2)[:, None]
+)
+ca_no_keepdim = _ca("ca_no_keepdim", torch.tril, lambda w: w / w.sum(dim=1))
+ca_by_column = _ca("ca_by_column", torch.tril, lambda w: w / w.sum(dim=0))
+ca_sum = _ca("ca_sum", torch.tril, lambda w: w)
+ca_float32 = _ca("ca_float32", torch.tril, _rows, dtype=torch.float32)
+
+
+def ca_exclusive(x):  # the mean of the positions before t
+    out = torch.zeros_like(x)
+    for t in range(x.shape[-2]):
+        out[..., t, :] = x[..., :t, :].mean(dim=-2)
+    return out
+
+
+def ca_masked_zero(x):  # the future filled with 0, not -inf, before the softmax
+    T = x.shape[-2]
+    future = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)
+    return torch.zeros(T, T, dtype=x.dtype).masked_fill(future, 0.0).softmax(dim=-1) @ x
+
+
+def ca_floor_div(x):
+    T = x.shape[-2]
+    w = torch.tril(torch.ones(T, T, dtype=torch.long))
+    return (w // w.sum(dim=1, keepdim=True)).to(x.dtype) @ x
+
+
+def ca_channels(x):  # cumsum along the last dimension
+    return x.cumsum(dim=-1) / torch.arange(1, x.shape[-1] + 1, dtype=x.dtype)
+
+
+def ca_right_product(x):  # x @ A: the channels mixed
+    T = x.shape[-2]
+    w = torch.tril(torch.ones(T, T, dtype=x.dtype))
+    return x @ (w / w.sum(dim=1, keepdim=True))
+
+
+def ca_dim1(x):  # dim=1 is the positions of (B, T, C) only
+    return x.cumsum(dim=1) / torch.arange(1, x.shape[1] + 1, dtype=x.dtype)
+
+
+def ca_dim0(x):  # dim=0 is the positions of (T, C) only
+    counts = torch.arange(1, x.shape[0] + 1, dtype=x.dtype).reshape(-1, *[1] * (x.dim() - 1))
+    return x.cumsum(dim=0) / counts
+
+
+def ca_unpack(x):  # (T, C) only
+    T, C = x.shape
+    w = torch.tril(torch.ones(T, T, dtype=x.dtype))
+    return (w / w.sum(dim=1, keepdim=True)) @ x
+
+
+def ca_mm(x):
+    T = x.shape[-2]
+    w = torch.tril(torch.ones(T, T, dtype=x.dtype))
+    return torch.mm(w / w.sum(dim=1, keepdim=True), x)
+
+
+def ca_shape0(x):  # T read as x.shape[0]
+    T = x.shape[0]
+    w = torch.tril(torch.ones(T, T, dtype=x.dtype))
+    return (w / w.sum(dim=1, keepdim=True)) @ x
+
+
+def ca_first_sequence(x):
+    if x.dim() == 3:
+        x = x[0]
+    return ca_good(x)
+
+
+def ca_in_place(x):  # divides the running sums inside x
+    torch.cumsum(x, dim=-2, out=x)
+    x /= torch.arange(1, x.shape[-2] + 1, dtype=x.dtype)[:, None]
+    return x
+
+
+def ca_in_place_loop(x):  # each row overwritten by a mean that reads overwritten rows
+    for t in range(x.shape[-2]):
+        x[..., t, :] = x[..., : t + 1, :].mean(dim=-2)
+    return x
+
+
+def ca_weights(x):
+    T = x.shape[-2]
+    w = torch.tril(torch.ones(T, T, dtype=x.dtype))
+    return w / w.sum(dim=1, keepdim=True)
+
+
+def ca_loop_from_1(x):
+    out = torch.zeros_like(x)
+    for t in range(1, x.shape[-2]):
+        out[..., t, :] = x[..., : t + 1, :].mean(dim=-2)
+    return out
+
+
+def ca_whole_mean(x):
+    return x.mean(dim=-2, keepdim=True)
+
+
+def ca_reference(x):
+    from transformer_lab.lessons import why_attention
+
+    return why_attention.causal_average(x)
+
+
 C = checks
 CATALOGUE = [
     (C.check_count_pairs, cp_plus_one, "frequency"),
@@ -820,6 +973,34 @@ CATALOGUE = [
     (C.check_bpe_decode, dec_one_level, "recursively"),
     (C.check_bpe_decode, dec_one_level_drops, "recursively"),
     (C.check_bpe_decode, dec_two_levels, "recursively"),
+    (C.check_causal_average, ca_upper, "future"),
+    (C.check_causal_average, ca_transposed, "future"),
+    (C.check_causal_average, ca_next_too, "future"),
+    (C.check_causal_average, ca_no_mask, "future"),
+    (C.check_causal_average, ca_masked_zero, "future"),
+    (C.check_causal_average, ca_by_T, "by T"),
+    (C.check_causal_average, ca_by_t, "off by one"),
+    (C.check_causal_average, ca_by_t_plus_2, "off by one"),
+    (C.check_causal_average, ca_exclusive, "itself is left out"),
+    (C.check_causal_average, ca_no_keepdim, "keepdim=True"),
+    (C.check_causal_average, ca_by_column, "keepdim=True"),
+    (C.check_causal_average, ca_sum, "running sums"),
+    (C.check_causal_average, ca_floor_div, "integer division"),
+    (C.check_causal_average, ca_float32, "dtype=x.dtype"),
+    (C.check_causal_average, ca_channels, "channels"),
+    (C.check_causal_average, ca_right_product, "channels"),
+    (C.check_causal_average, ca_dim1, "channels"),
+    (C.check_causal_average, ca_dim0, "batch"),
+    (C.check_causal_average, ca_unpack, "(B, T, C)"),
+    (C.check_causal_average, ca_mm, "(B, T, C)"),
+    (C.check_causal_average, ca_shape0, "x.shape[-2]"),
+    (C.check_causal_average, ca_first_sequence, "one sequence only"),
+    (C.check_causal_average, ca_in_place, "in place"),
+    (C.check_causal_average, ca_in_place_loop, "in place"),
+    (C.check_causal_average, ca_weights, "weight matrix"),
+    (C.check_causal_average, ca_loop_from_1, "position 0"),
+    (C.check_causal_average, ca_whole_mean, "whole sequence"),
+    (C.check_causal_average, ca_reference, "why_attention.causal_average"),
 ]
 
 MISTAKES = from_table("00", CATALOGUE)

@@ -376,4 +376,41 @@ def one_hot_embed(ids, w_emb):
 """,
         ),
     ],
+    "causal_average_impl": [
+        A(
+            "a cumulative sum along the positions divided by the counts 1..T, no matrix",
+            """\
+import torch
+
+
+def causal_average(x):
+    counts = torch.arange(1, x.shape[-2] + 1, dtype=x.dtype).unsqueeze(-1)  # (T, 1)
+    return torch.cumsum(x, dim=-2) / counts
+""",
+        ),
+        A(
+            "the weights as a softmax of zeros with the future masked to -inf, then A @ x",
+            """\
+import torch
+
+
+def causal_average(x):
+    T = x.size(-2)
+    future = torch.ones(T, T, dtype=torch.bool).triu(diagonal=1)
+    scores = torch.zeros(T, T, dtype=x.dtype).masked_fill(future, float("-inf"))
+    return torch.matmul(scores.softmax(dim=-1), x)
+""",
+        ),
+        A(
+            "a loop over the positions, each the mean of a growing slice, stacked on dim -2",
+            """\
+import torch
+
+
+def causal_average(x):
+    rows = [x[..., : t + 1, :].mean(dim=-2) for t in range(x.shape[-2])]
+    return torch.stack(rows, dim=-2)
+""",
+        ),
+    ],
 }

@@ -4,10 +4,11 @@ Notebook 00 ends by measuring what separates attention, recurrence and convoluti
 
 - **Causal averaging as a matrix product.** Averaging every position with the positions before
   it is a loop, or one product with a lower-triangular matrix whose row t holds 1/(t + 1)
-  (:func:`causal_average_matrix`); the same matrix is a softmax over scores of zero with the
-  future masked to -inf (:func:`masked_softmax_weights`). Self-attention keeps the mask and
-  the softmax and replaces the zeros by data-dependent scores (the device Karpathy's "Let's
-  build GPT" lecture builds up to).
+  (:func:`causal_average_matrix`; :func:`causal_average` applies it to (T, C) or (B, T, C),
+  the reference of notebook 00's exercise 7); the same matrix is a softmax over scores of
+  zero with the future masked to -inf (:func:`masked_softmax_weights`). Self-attention keeps
+  the mask and the softmax and replaces the zeros by data-dependent scores (the device
+  Karpathy's "Let's build GPT" lecture builds up to).
 - **The cost table** of Vaswani et al. (2017), Table 1, per layer for n positions of width d
   and kernel k (:data:`COMPLEXITY`); the path length O(log_k n) is for dilated convolutions,
   contiguous kernels need O(n / k) layers.
@@ -28,6 +29,7 @@ from torch import nn
 __all__ = [
     "causal_average_loop",
     "causal_average_matrix",
+    "causal_average",
     "masked_softmax_weights",
     "COMPLEXITY",
     "sequential_operations",
@@ -61,6 +63,17 @@ def causal_average_matrix(T: int) -> torch.Tensor:
         raise ValueError(f"T must be >= 1, but received {T}.")
     w = torch.tril(torch.ones(T, T))  # (T, T): 1 where the column is not in the future
     return w / w.sum(dim=1, keepdim=True)
+
+
+def causal_average(x: torch.Tensor) -> torch.Tensor:
+    """(T, C) or (B, T, C) -> the same shape: row t is the mean of rows 0..t, as A @ x."""
+    if x.dim() not in (2, 3) or not x.is_floating_point():
+        raise ValueError(
+            f"x must be a floating-point (T, C) or (B, T, C) tensor, but received shape "
+            f"{tuple(x.shape)} and dtype {x.dtype}."
+        )
+    a = causal_average_matrix(x.shape[-2]).to(x.dtype)  # (T, T)
+    return a @ x  # (T, T) @ (..., T, C) -> (..., T, C), broadcast over the batch
 
 
 def masked_softmax_weights(scores: torch.Tensor) -> torch.Tensor:
