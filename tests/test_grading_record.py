@@ -193,6 +193,15 @@ def test_a_decision_is_the_grade_on_every_channel(course, capsys):
     assert after["gradebook"] == expected  # the formgrader's and nbgrader's export's score
     assert after["report"] == {"ada": "6", "ben": "5", "cy": "4", "dee": "5"}
     assert after["canvas"] == after["report"] and after["moodle"] == after["report"]
+    # Each LMS gets its own ids back, though the Moodle roster was imported after Canvas's.
+    canvas = _csv(root / "reports" / "canvas_grades.csv")[1:]
+    assert {r["SIS Login ID"]: (r["ID"], r["SIS User ID"]) for r in canvas}["ada"] == (
+        "101",
+        "S101",
+    )
+    assert {
+        r["Email address"]: r["ID number"] for r in _csv(root / "reports" / "moodle_grades.csv")
+    }["ada@uni.example"] == "ada"
     page = (root / "feedback" / "ben" / A / f"{A}.html").read_text(encoding="utf-8")
     assert "Grade decided by your instructor: 5.0 / 6.0</b> (autograded 2.0): ran in 2 s" in page
     assert page.count('class="tlab-record"') == 1  # rebuilt, never stacked
@@ -242,8 +251,8 @@ def test_changed_tests_name_the_submissions_graded_under_the_old_version(tmp_pat
     from transformer_lab.grading.record.test_versions import (
         cell_versions,
         changed_cells,
-        stored_versions,
         store_versions,
+        stored_versions,
     )
 
     url = f"sqlite:///{tmp_path / 'gradebook.db'}"

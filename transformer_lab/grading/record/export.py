@@ -27,7 +27,8 @@ nothing submitted. A reviewed submission is written with the decided score.
   Login ID, Moodle by whatever column the import maps (``tlab export`` says so).
 
 Identity: nbgrader's student id (the JupyterHub user name) is Canvas's SIS Login ID; Canvas's
-``ID`` and Moodle's ``ID number`` come from ``lms_user_id``, the email from the roster.
+``ID`` and Moodle's ``ID number`` come from that LMS's roster (else ``lms_user_id``), the email
+from the roster.
 """
 
 from __future__ import annotations
@@ -76,10 +77,17 @@ class Student:
     sis_user_id: str = ""  # Canvas's SIS User ID, from the roster
     section: str = ""  # Canvas's Section, from the roster
     canvas: dict = field(default_factory=dict)  # the Canvas roster's own columns, as written
+    moodle: dict = field(default_factory=dict)  # the Moodle roster's own columns, as written
+
+    def lms_id(self, lms: str) -> str:
+        """Canvas's ``ID`` or Moodle's ``ID number`` from that LMS's roster (a roster of the
+        other LMS imported later does not replace it), else nbgrader's ``lms_user_id``."""
+        own = self.canvas.get("ID") if lms == "canvas" else self.moodle.get("ID number")
+        return own or self.lms_user_id
 
     def on_roster(self, lms: str) -> bool:
         """Does this student carry what ``lms`` matches on (from ``tlab roster import``)?"""
-        return bool(self.lms_user_id) if lms == "canvas" else bool(self.email)
+        return bool(self.lms_id("canvas")) if lms == "canvas" else bool(self.email)
 
     @property
     def name(self) -> str:
@@ -208,6 +216,9 @@ def _students(url: str, course_id: str) -> dict[str, Student]:
         if sid in found:
             found[sid].sis_user_id, found[sid].section = extra.sis_user_id, extra.section
             found[sid].canvas = extra.extra
+    for sid, extra in roster_extras(url, course_id, "moodle").items():
+        if sid in found:
+            found[sid].moodle = extra.extra
     return found
 
 
@@ -292,7 +303,8 @@ def write_canvas(grades: ClassGrades, path: Path, canvas_ids: dict[str, str] | N
                 continue
             login = s.canvas.get("SIS Login ID") or s.id
             w.writerow(
-                [s.canvas.get("Student") or s.name, s.lms_user_id, s.sis_user_id, login, s.section]
+                [s.canvas.get("Student") or s.name, s.lms_id("canvas"), s.sis_user_id, login]
+                + [s.section]
                 + [_num(grades.scores.get((s.id, c.title))) for c in grades.columns]
             )
     return path
@@ -309,7 +321,7 @@ def write_moodle(grades: ClassGrades, path: Path) -> Path:
         for s in grades.students:
             if grades.unmatched_in(s, "moodle"):
                 continue
-            row = [s.first_name, s.last_name, s.lms_user_id or s.id, s.email]
+            row = [s.first_name, s.last_name, s.lms_id("moodle") or s.id, s.email]
             for c in grades.columns:
                 score = grades.scores.get((s.id, c.title))
                 reason = grades.reasons.get((s.id, c.title), NOT_SUBMITTED)
