@@ -131,6 +131,11 @@ def check_attention_pair(
                 "the rows are keys (the weights are transposed): one row per query, the scores "
                 "are Q K^T (queries x keys), not K Q^T, and the weights are not transposed after"
             )
+        if got[-2:] == (S, S) and S != T:
+            return (
+                f"one row per key ({S} x {S}): your queries come from the keys' sequence; the "
+                f"queries come from the other input (its {T} tokens), Q = x_q @ w_q"
+            )
         return None
 
     weights = run.expect_tensor(

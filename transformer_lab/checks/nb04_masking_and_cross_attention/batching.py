@@ -109,6 +109,11 @@ def check_pad_and_truncate(pad_and_truncate, hidden: bool = False) -> None:
                 )
             ):
                 hint = " You keep max_len + 1 tokens (one too many); keep max_len (s[:max_len])."
+            elif tuple(ids.shape) == (B, min(len(seqs[0]), max_len)):
+                hint = (
+                    " Every row is cut to the first sequence's length: the lengths of the other "
+                    "rows were ignored; L is the longest length of any row after truncation."
+                )
             elif tuple(ids.shape) == (B, max(len(s) for s in seqs)):
                 hint = (
                     " You pad to the longest sequence before truncation; L is the longest "
@@ -126,6 +131,11 @@ def check_pad_and_truncate(pad_and_truncate, hidden: bool = False) -> None:
             hint = ""
             if lengths.tolist() == [len(s) for s in seqs]:
                 hint = " Those are the lengths before truncation; count after it."
+            elif sorted(lengths.tolist()) == sorted(want_lengths.tolist()):
+                hint = (
+                    " The same lengths in another order (the batch sorted by length?): keep the "
+                    "rows in the order of sequences, row i for sequences[i]."
+                )
             elif lengths.tolist() == (want_ids != pad_id).sum(dim=1).tolist():
                 hint = (
                     f" You counted the entries different from pad_id={pad_id}, but a real token "
@@ -145,6 +155,11 @@ def check_pad_and_truncate(pad_and_truncate, hidden: bool = False) -> None:
             hint = ""
             if TRUSTED.equal(ids, left_padded):
                 hint = " You padded on the left; pad at the end."
+            elif sorted(ids.tolist()) == sorted(want_ids.tolist()):
+                hint = (
+                    " The right rows in another order (the batch sorted?): keep row i for "
+                    "sequences[i]."
+                )
             elif TRUSTED.equal(ids, last):
                 hint = " You kept the last max_len tokens; keep the first ones, s[:max_len]."
             else:

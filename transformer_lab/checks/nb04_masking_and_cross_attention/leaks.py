@@ -14,7 +14,13 @@ from transformer_lab.checks.engine.core import Case, Runner, kind_of
 from transformer_lab.checks.engine.guards import TRUSTED
 from transformer_lab.checks.engine.messages import signature_hint as _signature_hint
 from transformer_lab.checks.registry import Cell, Exercise, register
-from transformer_lab.utils import LEAK_MODES, attention_layer
+from transformer_lab.utils import LEAK_MODES as _UTILS_MODES
+from transformer_lab.utils import attention_layer
+
+# the layers of transformer_lab.utils leak into output 0 when they leak at all; this one leaks
+# only from the last token into the output before it, so comparing out[0] alone misses it
+_LATER_ONLY = "last token to the one before"
+LEAK_MODES = {**_UTILS_MODES, _LATER_ONLY: True}
 
 __all__ = ["check_future_leaks"]
 
@@ -33,6 +39,42 @@ _LEAK_HINTS = {
     "strictly past": " This mask is wrong (no token sees itself) but causal: nothing from the "
     "future enters.",
 }
+
+
+class _LaterLeak:
+    """Causal attention with one hole: query T - 2 also sees key T - 1 (T >= 3).
+
+    Rebuilt from (T, C, seed) when pickled, like the layers of transformer_lab.utils."""
+
+    def __init__(self, T: int, C: int, seed: int) -> None:
+        self.T, self.C, self.seed = T, C, seed
+        self.layer = attention_layer(T, C, "causal", seed)  # its weights, its (T, T) mask
+
+    def __reduce__(self):
+        return (_LaterLeak, (self.T, self.C, self.seed))
+
+    def __call__(self, x):
+        from transformer_lab.attention import scaled_dot_product_attention as sdpa
+
+        layer = self.layer
+        mask = layer.causal.clone()  # (T, T)
+        mask[self.T - 2, self.T - 1] = True
+        return sdpa(x @ layer.w_q, x @ layer.w_k, x @ layer.w_v, mask)[0]
+
+
+def _layer(T: int, C: int, mode: str, seed: int):
+    return _LaterLeak(T, C, seed) if mode == _LATER_ONLY else attention_layer(T, C, mode, seed)
+
+
+def _not_reproducible(future_leaks, run: Runner, T: int, C: int, seed: int) -> bool:
+    """Whether two runs with the same seed feed the causal layer different first inputs."""
+    firsts = []
+    for _ in range(2):
+        rec = _Recorder(attention_layer(T, C, "causal", seed))
+        run.call(Case("mask variant 'causal', again", (rec, T, C), {}, f"T={T}, C={C}"))
+        firsts.append(rec.inputs[0] if rec.inputs else None)
+    a, b = firsts
+    return a is not None and b is not None and (a.shape != b.shape or not torch.equal(a, b))
 
 
 class _Recorder:
@@ -77,6 +119,12 @@ def _leak_diagnosis(answers: dict, records: dict, T: int, C: int) -> str:
             "first one; set changed[j] to new random values"
         )
     mode = wrong[0]
+    if changed == {0} and LEAK_MODES[mode]:  # output 0 may read token 0: no test of the future
+        return (
+            f"attention with mask variant '{mode}' leaks, yet your detector said False: it "
+            f"changes only token 0, which every output may read; change each later token "
+            f"j = 1 .. T - 1 in turn and compare only the outputs before it, out[:j]"
+        )
     fresh = [x for x in rec.inputs[1:] if x.shape == base.shape and (x != base).any(dim=-1).all()]
     if not LEAK_MODES[mode] and T > 2 and fresh:  # every token changed, token 0 included
         return (
@@ -94,6 +142,12 @@ def _leak_diagnosis(answers: dict, records: dict, T: int, C: int) -> str:
         return (
             "attention with mask variant 'second token to first' leaks, yet your detector "
             "said False: you change only the last token; change every later token j (1 .. T - 1)"
+        )
+    if mode == _LATER_ONLY and T - 1 in changed:
+        return (
+            f"attention in which token {T - 1} leaks only into output {T - 2} leaks, yet your "
+            f"detector said False although it changed token {T - 1}: you compare only some "
+            f"outputs (position 0?); a leak can reach any earlier output: compare all of out[:j]"
         )
     return (
         f"attention with mask variant '{mode}' (T={T}, C={C}) leaks, yet your detector said "
@@ -115,7 +169,9 @@ def check_future_leaks(future_leaks, hidden: bool = False) -> None:
     for T, C in sizes:
         answers, records = {}, {}
         for mode in LEAK_MODES:
-            records[mode] = _Recorder(attention_layer(T, C, mode, seed))
+            if mode == _LATER_ONLY and T < 3:
+                continue
+            records[mode] = _Recorder(_layer(T, C, mode, seed))
             case = Case(f"mask variant '{mode}'", (records[mode], T, C), {}, f"T={T}, C={C}")
             got = run.call(case)
             if not isinstance(got, bool):
@@ -124,6 +180,13 @@ def check_future_leaks(future_leaks, hidden: bool = False) -> None:
             answers[mode] = got
         if any(got != LEAK_MODES[m] for m, got in answers.items()):
             run.fail(_leak_diagnosis(answers, records, T, C), Case(f"T={T}, C={C}"))
+        if _not_reproducible(future_leaks, run, T, C, seed):
+            run.fail(
+                "your detector is not reproducible: two calls with the same seed fed attend "
+                "different inputs; draw x and the changed tokens from "
+                "g = torch.Generator().manual_seed(seed) (torch.randn(..., generator=g))",
+                Case(f"T={T}, C={C}, seed={seed}"),
+            )
     run.passed()
 
 

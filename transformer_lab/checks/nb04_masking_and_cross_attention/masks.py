@@ -206,6 +206,12 @@ def check_padding_mask(padding_mask, hidden: bool = False) -> None:
                     lambda: (pos < ln - 1)[:, None, None, :],
                 ),
                 Mistake(
+                    "every row uses the first sequence's length: the lengths of the other rows "
+                    "were ignored; compare the positions with each row's own length, "
+                    "lengths[:, None]",
+                    lambda: (pos < ln[:1]).expand(len(ln), S)[:, None, None, :],
+                ),
+                Mistake(
                     "you mark the last `length` positions as real: the padding is at the end, "
                     "so the real tokens are positions 0 .. length - 1",
                     lambda: (pos >= S - ln)[:, None, None, :],
