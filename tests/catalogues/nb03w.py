@@ -5,6 +5,7 @@ looking at what the checks detect. ``python -m tests.holdout report 03w``."""
 from tests.catalogues._source import wrong
 
 # Before the fixes of issue 39: 16/0/0/0 named/generic/misleading/passed; after: 16 of 16 named, 0 generic.
+# h16 added abs(k) (the sign of a negative offset lost): misleading ("the transpose of M_k") before, named after.
 NAMED_AT_LEAST = 1.0
 
 MISTAKES = [
@@ -257,6 +258,24 @@ def apply_rope(x, base=10000.0):
     out[..., 0::2] = x1 * c - x2 * s
     out[..., 1::2] = x1 * s + x2 * c
     return out
+""",
+    ),
+    wrong(
+        "shift_matrix",
+        "sign|negative",
+        """
+# the offset as a count of steps: abs(k)
+def shift_matrix(k, d_model, base=10000.0):
+    if d_model % 2:
+        raise ValueError(f"d_model={d_model} must be even")
+    steps = abs(k)
+    M = torch.zeros(d_model, d_model)
+    for i in range(d_model // 2):
+        th = steps * base ** (-2 * i / d_model)
+        c, s = math.cos(th), math.sin(th)
+        M[2 * i, 2 * i], M[2 * i, 2 * i + 1] = c, -s
+        M[2 * i + 1, 2 * i], M[2 * i + 1, 2 * i + 1] = s, c
+    return M
 """,
     ),
 ]

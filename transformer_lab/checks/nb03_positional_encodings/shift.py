@@ -43,7 +43,17 @@ def _shift(k, C, base, *, expo=2.0, layout="pairs", tr=-1.0, bl=1.0, divide=Fals
 
 
 def _shift_mistakes(k, C, base) -> list[Mistake]:
-    return [
+    # the positive k come first: on a negative k, M_|k| (also the transpose of M_k) means the
+    # shifts forward were right and only the sign of k was lost
+    lost_sign = [
+        Mistake(
+            f"the sign of k is lost: for k={k} your matrix is M_{abs(k)}, the shift forward by "
+            f"{abs(k)}; a negative k shifts backward, so the angles k * theta_i are negative "
+            f"(abs(k), or a loop over range(abs(k)), drops the sign)",
+            lambda: _shift(abs(k), C, base),
+        )
+    ]
+    return lost_sign * (k < 0) + [
         Mistake(
             "your matrix is the transpose of M_k (it shifts by -k): with row vectors p_t M_k, "
             "the -sin goes top-right in each 2x2 block, [[cos, -sin], [sin, cos]]",
