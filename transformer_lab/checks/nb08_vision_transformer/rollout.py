@@ -35,6 +35,7 @@ def _rollout_mistakes(attentions: list[Tensor]) -> list[Mistake]:
         return out
 
     mixed = [0.5 * a.mean(dim=1) + 0.5 * eye for a in attentions]
+    rows = lambda m: m / m.sum(-1, keepdim=True)  # noqa: E731
     return [
         Mistake(
             "the product is in the wrong order: later layers go on the left, R = A_L ... A_2 A_1 "
@@ -100,6 +101,25 @@ def _rollout_mistakes(attentions: list[Tensor]) -> list[Mistake]:
             )
             for h in range(attentions[0].shape[1])
         ],
+        Mistake(
+            "the heads are fused with a max (then renormalised); average them (mean over dim 1)",
+            lambda: compose([rows(0.5 * a.amax(dim=1) + 0.5 * eye) for a in attentions]),
+        ),
+        Mistake(
+            "you roll out each head on its own and average at the end: average the heads of each "
+            "layer first (mean over dim 1), mix in I, then compose the layers",
+            lambda: compose([0.5 * a + 0.5 * eye for a in attentions]).mean(dim=1),
+        ),
+        Mistake(
+            "the identity (the residual path) is mixed in only once, after the product: mix "
+            "0.5 * W + 0.5 * I into every layer before multiplying",
+            lambda: 0.5 * compose([a.mean(dim=1) for a in attentions]) + 0.5 * eye,
+        ),
+        Mistake(
+            "the identity (the residual path) is mixed into the first layer only: mix "
+            "0.5 * W + 0.5 * I into every layer before multiplying",
+            lambda: compose([mixed[0]] + [a.mean(dim=1) for a in attentions[1:]]),
+        ),
         Mistake(
             "the mean is taken over dim 0 (the batch) instead of dim 1 (the heads): each image "
             "keeps its own rollout, only the heads are averaged",

@@ -93,6 +93,51 @@ def _sin2d_mistakes(h: int, w: int, C: int, base: float) -> list[Mistake]:
     ]
 
 
+_LAYOUTS = {  # how a 1-D encoding of width C/2 lays out its sines and cosines
+    "pairs": "",
+    "cos pairs": "each sin/cos pair is in the wrong order (cos first)",
+    "sin|cos": "the sines come first and the cosines after, in two blocks",
+    "cos|sin": "the cosines come first and the sines after, in two blocks",
+}
+
+
+def _layout_mistakes(h: int, w: int, C: int, base: float) -> list[Mistake]:
+    """Each half encoded with another layout of its sines and cosines, or positions from 1."""
+    half = C // 2
+    freqs = base ** (-torch.arange(0, half, 2, dtype=torch.float64) / half)
+
+    def enc(n: int, layout: str, start: int) -> Tensor:  # (n, C/2)
+        a = torch.arange(start, start + n, dtype=torch.float64)[:, None] * freqs
+        s, c = a.sin(), a.cos()
+        if layout in ("pairs", "cos pairs"):
+            pair = (s, c) if layout == "pairs" else (c, s)
+            return torch.stack(pair, -1).reshape(n, half).float()
+        return torch.cat((s, c) if layout == "sin|cos" else (c, s), -1).float()
+
+    out = []
+    for layout, said in _LAYOUTS.items():
+        for start in (0, 1):
+            if start == 0 and layout in ("pairs", "cos pairs"):
+                continue  # the right answer, and a mistake of _sin2d_mistakes
+            parts = [f"in each half {said}" if said else ""]
+            parts.append("the positions start at 1; the first row and column are position 0")
+            parts = [p for p in parts[: 1 + start] if p]
+            tip = " (the 1-D encoding puts sin in the even channels, cos in the odd)" * bool(said)
+            out.append(
+                Mistake(
+                    "; and ".join(parts) + tip,
+                    lambda layout=layout, start=start: torch.cat(
+                        [
+                            enc(h, layout, start).repeat_interleave(w, 0),
+                            enc(w, layout, start).repeat(h, 1),
+                        ],
+                        1,
+                    ),
+                )
+            )
+    return out
+
+
 def check_sinusoidal_2d(sinusoidal_2d, hidden: bool = False) -> None:
     """Check ``sinusoidal_2d(grid_h, grid_w, d_model, base=10000.0)`` -> (grid_h * grid_w, C)."""
     __tracebackhide__ = True
@@ -133,7 +178,9 @@ def check_sinusoidal_2d(sinusoidal_2d, hidden: bool = False) -> None:
             )
         out = run.expect_tensor(value, case, expected.shape, torch.float32, "encoding")
         if not run.close(out, expected, 1e-5, 1e-5):
-            message = run.diagnose(out, _sin2d_mistakes(h, w, C, base), 1e-5, 1e-5)
+            message = run.diagnose(
+                out, _sin2d_mistakes(h, w, C, base) + _layout_mistakes(h, w, C, base), 1e-5, 1e-5
+            )
             if message is None and base != 10000.0:
                 default = _positional.sinusoidal_encoding_2d(h, w, C)
                 if run.close(out, default, 1e-5, 1e-5):

@@ -79,6 +79,11 @@ def _embed_mistakes(x, P, w_e, b_e, cls_token, pos) -> list[Mistake]:
         ),
         Mistake("the position embeddings are missing", lambda: torch.cat([cls, patches], dim=1)),
         Mistake(
+            "cls_token is added to every patch token as well: it is one extra token prepended "
+            "at position 0 (torch.cat along the sequence axis), the patches stay as projected",
+            lambda: torch.cat([cls, patches + cls], dim=1) + pos,
+        ),
+        Mistake(
             "the patches get no position embeddings (only [CLS] does): add the whole (N + 1, C) "
             "table to the sequence",
             lambda: torch.cat([cls + pos[0], patches], dim=1),
