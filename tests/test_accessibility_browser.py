@@ -293,6 +293,7 @@ def _keyboard_checks(page, first_value):
     assert readout.get_attribute("role") == "status"
     assert readout.get_attribute("aria-live") == "polite"
     readout_before = readout.inner_text()
+    readouts = []  # the readout after each move
     controls = explorer_el.locator(FOCUSABLE)
     n_controls = controls.count()
     assert n_controls >= 1
@@ -331,6 +332,7 @@ def _keyboard_checks(page, first_value):
             timeout=10_000,
         )
         assert handle.get_attribute("aria-valuetext") != before
+        readouts.append(readout.inner_text())
         # and back, so that each slider is tried from the explorer's initial state
         back = "ArrowRight" if at_max else "ArrowLeft"
         _img_changes(page, lambda h=handle, k=back: h.press(k))
@@ -348,6 +350,7 @@ def _keyboard_checks(page, first_value):
         last = select.evaluate("s => s.selectedIndex === s.options.length - 1")
         _img_changes(page, lambda s=select, k="ArrowUp" if last else "ArrowDown": s.press(k))
         assert select.input_value() != before
+        readouts.append(readout.inner_text())
         assert _is_active(select)
     # Toggle buttons say which is pressed (aria-pressed), not by colour alone.
     toggles = explorer_el.locator(".widget-toggle-buttons button")
@@ -361,5 +364,5 @@ def _keyboard_checks(page, first_value):
             timeout=10_000,
         )
     assert _cells(page) == cells_before, "a notebook shortcut fired inside the explorer"
-    assert readout.inner_text() != readout_before, "the live readout did not change"
+    assert any(r != readout_before for r in readouts), "the live readout never changed"
     assert explorer_el.locator("img.widget-image").get_attribute("alt")

@@ -34,6 +34,7 @@ __all__ = [
     "Rectangle", "widgets", "STYLE", "BLUE", "ORANGE", "GREY", "RED", "GREEN",
     "diff_overlay", "set_diff", "bar_colors", "TEXT_OK", "TEXT_ERROR", "DIFFER_HATCH",
     "DIFFER_MARKER", "add_colour_bars", "HeatmapValues", "VALUES_MAX_CELLS",
+    "VALUES_MAX_PER_FIGURE",
 ]  # fmt: skip
 
 DPI = 80  # ~800 px wide figures: sharp enough, and cheap to draw and encode
@@ -248,8 +249,9 @@ class Explorer(widgets.VBox):
             self._busy = False
         self._state = state
         self.readout.value = readout
-        for values in self.heatmap_values:
-            values.update()
+        printed = [v.image.get_array().size for v in self.heatmap_values if v.small()]
+        for values in self.heatmap_values:  # all or none, within the per-frame budget
+            values.update(allowed=sum(printed) <= VALUES_MAX_PER_FIGURE)
         self.image.value = self.view.render_png()
         self.description.value = html.escape(describe_figure(self.figure))
         self.last_update_seconds = time.perf_counter() - start
@@ -351,6 +353,9 @@ def set_bar_heights(bars: Any, heights: np.ndarray) -> None:
 # Heat maps of at most 12 x 12 cells get each cell's value printed on it, when the digits fit at
 # MIN_VALUE_PT or more; larger maps rely on the colour bar and the readout (docs/accessibility.md).
 VALUES_MAX_CELLS = 12
+# Each printed value costs ~0.6 ms of drawing per frame (measured): past 72 cells in one figure
+# (e.g. mask_explorer's four 8 x 8 maps) none are printed, to keep a slider step fast.
+VALUES_MAX_PER_FIGURE = 72
 MIN_VALUE_PT, MAX_VALUE_PT = 7.0, 9.0
 EM_PER_CHAR, CELL_FILL = 0.64, 0.8  # a digit is ~0.64 em wide; text fills <= 80% of a cell
 
@@ -415,14 +420,20 @@ class HeatmapValues:
         return min(MAX_VALUE_PT, CELL_FILL * cell_w / (EM_PER_CHAR * max(width, 1)) / px_per_pt,
                    0.6 * cell_h / px_per_pt)  # fmt: skip
 
-    def update(self) -> None:
-        """Print the image's current values (or hide them when the map is too large)."""
+    def small(self) -> bool:
+        """True if the map is small enough for its values to be printed."""
+        rows, cols = self.image.get_array().shape
+        return rows <= VALUES_MAX_CELLS and cols <= VALUES_MAX_CELLS and self.image.get_visible()
+
+    def update(self, allowed: bool = True) -> None:
+        """Print the image's current values (or hide them when the map is too large or not
+        ``allowed``)."""
         data = np.ma.filled(np.ma.asarray(self.image.get_array(), dtype=float), np.nan)
         rows, cols = data.shape
         for text in self.texts.values():
             text.set_visible(False)
         self.shown = self.image.tlab_values_shown = False
-        if rows > VALUES_MAX_CELLS or cols > VALUES_MAX_CELLS or not self.image.get_visible():
+        if not (allowed and self.small()):
             return
         fmt = _value_format(data)
         nan = "NaN" if self.image.cmap.get_bad()[3] > 0 else ""  # a visible "bad" colour
