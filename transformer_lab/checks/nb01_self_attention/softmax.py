@@ -133,6 +133,11 @@ def _mistakes(x: Tensor, dim: int, default: bool = False) -> list[Mistake]:
             lambda: e / e.amax(dim=dim, keepdim=True),
         ),
         Mistake(
+            "you divide by the sum of the raw inputs x; divide by the sum of the exponentials "
+            "you computed, e.sum(dim=dim, keepdim=True), so each slice sums to 1",
+            lambda: e / x.sum(dim=dim, keepdim=True),
+        ),
+        Mistake(
             "the sum is over the whole tensor; sum along `dim` only (keepdim=True), so every "
             "slice sums to 1",
             lambda: e / e.sum(),

@@ -186,6 +186,18 @@ def check_merge_heads(merge_heads, hidden: bool = False) -> None:
                     "then reshape",
                     lambda: x.permute(0, 2, 3, 1).reshape(B, T, H * D),
                 ),
+                *[
+                    Mistake(
+                        f"every block of D features holds the {how} of the heads: merging "
+                        f"concatenates them, head h in features h*D .. (h+1)*D - 1: "
+                        f"x.transpose(1, 2).reshape(B, T, H * D)",
+                        lambda f=f: f(x).repeat(1, 1, H),
+                    )
+                    for how, f in (
+                        ("average", lambda t: t.mean(dim=1)),
+                        ("sum", lambda t: t.sum(dim=1)),
+                    )
+                ],
                 Mistake(
                     "the heads are concatenated in reverse order: head 0 comes first, in "
                     "features 0 .. D - 1",
