@@ -81,6 +81,11 @@ def _mlp_mistakes(x: Tensor, w1: Tensor, b1: Tensor, w2: Tensor, b2: Tensor) -> 
             lambda: (gelu(x @ w1) + b1) @ w2 + b2,
         ),
         M(
+            "w_1 and w_2 are swapped (and transposed to fit): the first layer is x @ w_1 + b_1 "
+            "with w_1 of shape (C, d_ff), the second h @ w_2 + b_2 with w_2 of shape (d_ff, C)",
+            lambda: gelu(x @ w2.T + b1) @ w1.T + b2,
+        ),
+        M(
             "the input x is added to the output: the residual connection belongs to the block "
             "(exercise 3), the MLP returns GELU(x W_1 + b_1) W_2 + b_2 only",
             lambda: x + gelu(x @ w1 + b1) @ w2 + b2,
