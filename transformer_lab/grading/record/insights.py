@@ -154,8 +154,14 @@ def mistake_name(mistake: str | None) -> str:
     ``"overflow: exp() of large scores is inf, ..."`` -> ``"overflow"``."""
     if not mistake:
         return GENERIC
-    head = re.split(r": |; |\. (?=[A-Z])| — ", mistake.strip(), maxsplit=1)[0]
-    return head.strip().rstrip(".") or mistake.strip()[:120]
+    text = mistake.strip()
+    depth = 0
+    for match in re.finditer(r"[()]|: |; |\. (?=[A-Z])| — ", text):
+        mark = match.group(0)
+        depth += {"(": 1, ")": -1}.get(mark, 0)
+        if mark not in "()" and depth <= 0:  # a clause ends outside parentheses
+            return text[: match.start()].strip().rstrip(".") or text[:120]
+    return text.rstrip(".")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -234,6 +240,8 @@ def assignments_in(url: str, course_id: str) -> list[str]:
 
 def read_class(url: str, course_id: str, assignment: str) -> ClassRecord:
     """Everything :func:`count` needs about one assignment, from the gradebook alone."""
+    from sqlalchemy import select
+
     engine, table = _engine(url)
     record = ClassRecord(assignment)
     cells = exercise_of_cells()
@@ -244,19 +252,20 @@ def read_class(url: str, course_id: str, assignment: str) -> ClassRecord:
             for sid, gid, auto, manual, extra, top in _nbgrader_scores(conn, course_id, assignment):
                 score = (manual if manual is not None else auto or 0.0) + (extra or 0.0)
                 record.scores[(sid, gid)] = (float(score), float(top or 0.0))
+            c = table.c
             rows = conn.execute(
-                table.select()
-                .where(table.c.course_id == course_id, table.c.assignment == assignment)
-                .order_by(table.c.id)
-            ).all()
+                select(c.student_id, c.grade_id, c.exercise, c.lane, c.passed, c.mistake)
+                .add_columns(c.message, c.fingerprint)
+                .where(c.course_id == course_id, c.assignment == assignment)
+                .order_by(c.id)
+            )
+            for *fields, fingerprint in rows:
+                verdict = Verdict(*fields)
+                record.verdicts.append(verdict)
+                record.cell_exercise.setdefault(verdict.grade_id, verdict.exercise)
+                prints[verdict.student] = fingerprint
     finally:
         engine.dispose()
-    for r in rows:
-        record.verdicts.append(
-            Verdict(r.student_id, r.grade_id, r.exercise, r.lane, r.passed, r.mistake, r.message)
-        )
-        record.cell_exercise.setdefault(r.grade_id, r.exercise)
-        prints[r.student_id] = r.fingerprint
     for _sid, gid in record.scores:
         record.cell_exercise.setdefault(gid, cells.get(gid, (gid.removesuffix("_tests"),))[0])
     order = [name for name, _nb in dict.fromkeys(cells.values())]
