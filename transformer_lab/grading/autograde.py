@@ -42,6 +42,7 @@ from transformer_lab.grading.record.gradebook import (
     check_driver_available,
     gradebook_url,
 )
+from transformer_lab.grading.record.insights import store_verdicts
 from transformer_lab.grading.record.outcome import (
     backup,
     classify_failure,
@@ -382,6 +383,8 @@ def _record(plan: _Plan, lanes: Lanes, other_events: list[dict]) -> GradingRepor
             restore(root, plan.dirs, plan.assignment, sid, plan.backups[sid])
             result.notes.append("previous autograded notebook and feedback kept")
         _record_hand_in_and_tests(plan, sid, result)
+        store_verdicts(plan.url, plan.course_id, plan.assignment, sid, result.fingerprint,
+                       event.get("verdicts"), result.status)  # fmt: skip
         report.students[sid] = result
         report.graded_now.append(sid)
     for folder in plan.backups.values():  # only this run's students: other shards keep theirs
