@@ -198,14 +198,18 @@ def _map(all_insights: list[Insights], labels: dict[str, str]) -> str:
     for r, s in enumerate(students):
         for c, (a, e) in enumerate(columns):
             grid[r, c] = lookup.get((a, s, e), np.nan)
-    fig = _figure(min(2.0 + 0.35 * len(columns), 16), min(1.8 + 0.05 * len(students), 14))
+    longest = max((len(e) for _, e in columns), default=4)
+    label_in = 0.4 + 0.075 * longest  # room under the map for the rotated exercise names
+    fig = _figure(min(max(5.5, 2.5 + 0.3 * len(columns)), 16),
+                  min(max(4.5, 1.0 + label_in + 0.04 * len(students)), 16))  # fmt: skip
     ax = fig.add_subplot()
     image = ax.imshow(grid, aspect="auto", cmap="cividis", vmin=0, vmax=1, interpolation="nearest")
     ax.set_xticks(range(len(columns)), [e for _, e in columns], rotation=90, fontsize=7)
-    ax.set_ylabel(f"students (1..{len(students)}, in the table's order)")
+    ax.set_ylabel(f"students 1..{len(students)}, top to bottom")
     ax.set_yticks([])
-    fig.colorbar(image, ax=ax, label="share of the exercise's points (blank: no submission)")
-    fig.subplots_adjust(bottom=min(0.5, 1.4 / fig.get_figheight()), top=0.97)
+    fig.colorbar(image, ax=ax, label="share of the points")
+    height = fig.get_figheight()
+    fig.subplots_adjust(left=0.1, right=0.92, bottom=label_in / height, top=1 - 0.2 / height)
     means = np.nanmean(np.where(np.isnan(grid), np.nan, grid), axis=0) if students else []
     alt = (
         f"Heat map of {len(students)} students by {len(columns)} exercises, each cell the "
@@ -267,7 +271,11 @@ def render_page(all_insights: list[Insights], options: PageOptions) -> str:
         parts.append("<h3>Scores and pass rate per exercise</h3>" + _scores(insights))
         parts.append("<h3>Mistakes ranked</h3>" + _mistakes(insights, len(all_insights) == 1))
         parts += [_exercise_section(ex) for ex in insights.exercises]
-    parts.append("<h2>Student by exercise</h2>" + _map(all_insights, labels))
+    parts.append(
+        "<h2>Student by exercise</h2><p class=note>Each cell: the student's share of the "
+        "exercise's points (dark blue none, yellow all; blank: not submitted).</p>"
+        + _map(all_insights, labels)
+    )
     if options.below is not None:
         parts.append(_below(all_insights, labels, options.below))
     body = "\n".join(parts)
