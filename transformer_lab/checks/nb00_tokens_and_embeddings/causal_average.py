@@ -37,14 +37,13 @@ def _counts(n: int, dtype: torch.dtype) -> torch.Tensor:
     return torch.arange(1, n + 1, dtype=dtype)[:, None]  # (n, 1): 1, 2, ..., n
 
 
-def _mistakes(x: torch.Tensor) -> list[Mistake]:
-    """What the output looks like after each named mistake, on this input."""
-    T, C = x.shape[-2], x.shape[-1]
+def _weight_mistakes(x: torch.Tensor) -> list[Mistake]:
+    """The weights built wrong: the triangle, the divisor, the division."""
+    T = x.shape[-2]
     ones = torch.ones(T, T, dtype=torch.float64)
     low = ones.tril()  # (T, T)
     rows = low.sum(dim=1, keepdim=True)  # (T, 1): t + 1
     a = (low / rows).to(x.dtype)
-    a_c = _ref.causal_average_matrix(C).to(x.dtype)  # (C, C): the same average over channels
 
     def normalised(keep: torch.Tensor) -> torch.Tensor:
         return (keep / keep.sum(dim=1, keepdim=True)).to(x.dtype)  # 0/0 rows give NaN
@@ -107,6 +106,15 @@ def _mistakes(x: torch.Tensor) -> list[Mistake]:
             "you return the running sums, not the means: divide row t by t + 1",
             lambda: low.to(x.dtype) @ x,
         ),
+    ]
+
+
+def _layout_mistakes(x: torch.Tensor) -> list[Mistake]:
+    """The right weights on the wrong axis, the batch or the wrong thing returned."""
+    T, C = x.shape[-2], x.shape[-1]
+    a = _ref.causal_average_matrix(T).to(x.dtype)  # (T, T)
+    a_c = _ref.causal_average_matrix(C).to(x.dtype)  # (C, C): the same average over channels
+    return [
         Mistake(
             "you average across the channels (the last dimension), not along the positions: "
             "multiply from the left, A @ x with A (T, T), or average over dim -2",
@@ -138,6 +146,11 @@ def _mistakes(x: torch.Tensor) -> list[Mistake]:
             lambda: torch.cat([torch.zeros_like(x[..., :1, :]), (a @ x)[..., 1:, :]], dim=-2),
         ),
     ]
+
+
+def _mistakes(x: torch.Tensor) -> list[Mistake]:
+    """What the output looks like after each named mistake, on this input."""
+    return _weight_mistakes(x) + _layout_mistakes(x)
 
 
 def _product_hint(text: str, x: torch.Tensor) -> str:
