@@ -160,12 +160,6 @@ def test_axe_other_notebooks(chromium, tmp_path, watchdog, name):
     _assert_course_clean(_audit(chromium, tmp_path, name))
 
 
-@pytest.mark.xfail(
-    reason="open (issue 40): grading/record/page_style.py colours every link #0b57d0, also the "
-    "'top' links on the blue (#337ab7) heading of nbgrader's graded-cell panels: color-contrast, "
-    "8 nodes (fix requested from the page style's owner)",
-    strict=True,
-)
 def test_feedback_page_has_no_serious_violation(chromium, tmp_path, watchdog):
     """A feedback page from the project's exporter (nbgrader's template, sanitized, with the
     course's page style), opened from disk at 1366x768: axe finds nothing serious or critical."""

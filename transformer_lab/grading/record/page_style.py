@@ -16,8 +16,13 @@ a { color: #0b57d0; text-decoration: underline; }
 pre, code, .jp-OutputArea-output pre { white-space: pre-wrap; overflow-wrap: anywhere; }
 .jp-InputPrompt, .jp-OutputPrompt, .prompt { color: #4a4a4a !important; }
 .cm-comment, .c1, .c, .cm { color: #3d6b3d !important; }
+.highlight .ow, .highlight .nd { color: #7a1fb8 !important; }
+.highlight .ne { color: #a52a22 !important; }
 .jp-RenderedText[data-mime-type="application/vnd.jupyter.stderr"] { background: #fde7e7; color: #1a1a1a; }
 img { max-width: 100%; height: auto; }
+.panel-primary > .panel-heading { background-color: #285e8e; border-color: #285e8e; }
+.panel-primary > .panel-heading, .panel-primary > .panel-heading a,
+.panel-primary > .panel-heading a:visited { color: #ffffff !important; }
 """
 
 
