@@ -16,6 +16,7 @@ screen reader reads, and the live readout.
 from __future__ import annotations
 
 import json
+import os
 import re
 import secrets
 import signal
@@ -157,6 +158,10 @@ def test_axe_finds_no_serious_violation_in_the_course_outputs(chromium, tmp_path
 @pytest.mark.slow
 @pytest.mark.parametrize("name", [n for n in ALL if n not in QUICK])
 def test_axe_other_notebooks(chromium, tmp_path, watchdog, name):
+    """Opt-in (about 2 min per notebook on 2 cores): ``TLAB_AUDIT=all make test``; the suite
+    audits 01, 04 and 07, whose explorers cover every kind of control and figure."""
+    if os.environ.get("TLAB_AUDIT") != "all":
+        pytest.skip(f"{name}: set TLAB_AUDIT=all to audit every notebook (01, 04, 07 always run)")
     _assert_course_clean(_audit(chromium, tmp_path, name))
 
 
