@@ -240,7 +240,7 @@ def _checkout_with_a_toy(tmp_path: Path) -> Path:
     generated tables' markers, and the toy's three files."""
     ignore = shutil.ignore_patterns("__pycache__", "*.pt")
     shutil.copytree(ROOT / "transformer_lab", tmp_path / "transformer_lab", ignore=ignore)
-    for part in ("holdout", "catalogues"):
+    for part in ("holdout", "holdout_text", "catalogues"):
         shutil.copytree(ROOT / "tests" / part, tmp_path / "tests" / part, ignore=ignore)
     shutil.copytree(ROOT / "solutions", tmp_path / "solutions", ignore=ignore)
     (tmp_path / "docs").mkdir()
