@@ -76,6 +76,10 @@ class LayerNorm(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         check_tensor("x", x, min_dims=1, last_dim=self.d_model, last_dim_name="d_model")
+        return self.normalise(x)
+
+    def normalise(self, x: Tensor) -> Tensor:
+        """The forward pass without the input check (for callers that checked already)."""
         if self.fused:
             return F.layer_norm(x, (self.d_model,), self.weight, self.bias, self.eps)
         return layer_norm(x, self.weight, self.bias, self.eps)
@@ -228,3 +232,36 @@ class Block(nn.Module):
         for norm, sublayer in sublayers:
             x = x + sublayer(norm(x)) if self.norm_first else norm(x + sublayer(x))
         return x, (BlockWeights(self_w, cross_w) if need_weights else None)
+
+    def decode_step(self, x: Tensor, cache: KVCache) -> Tensor:
+        """One new token per sequence through a pre-norm block without cross-attention.
+
+        The same numbers as ``self(x, is_causal=True, cache=cache)[0]``, without its checks,
+        closures and module dispatch, which cost a fifth of GPT-2 small's time per generated
+        token on a CPU. For generation in eval mode with gradients off; hooks are not called.
+
+        Args:
+            x: (B, 1, C) the newest token.
+            cache: this block's :class:`~transformer_lab.heads.KVCache`.
+        Returns:
+            (B, 1, C).
+        """
+        x = x + self.self_attn.decode_step(self.self_attn_norm.normalise(x), cache)
+        return x + self.mlp.forward(self.mlp_norm.normalise(x))  # (B, 1, C)
+
+    def plain(self) -> bool:
+        """Whether :meth:`decode_step` computes what calling the block would: a pre-norm block
+        of this package's own modules, none with hooks or a replaced forward."""
+        parts = (self, self.self_attn_norm, self.self_attn, self.mlp_norm, self.mlp)
+        kinds = (Block, LayerNorm, MultiHeadAttention, LayerNorm, FeedForward)
+        return (
+            self.norm_first
+            and self.cross_attn is None
+            and all(type(m) is kind for m, kind in zip(parts, kinds))
+            and not any(_hooked(m) for m in self.modules())
+        )
+
+
+def _hooked(module: nn.Module) -> bool:
+    """Whether calling ``module`` runs more than its class's forward (hooks, a patched forward)."""
+    return bool(module._forward_hooks or module._forward_pre_hooks or "forward" in module.__dict__)

@@ -134,15 +134,23 @@ class GPT(nn.Module):
                 attentions.append(w.self_attn)  # (B, H, T, T)
         return x, (tuple(attentions) if output_attentions else None)
 
-    def _forward_cached(self, idx: Tensor, caches: list[KVCache]) -> Tensor:
-        """Run only the new tokens ``idx`` (B, T) past the cached ones; return the last (B, V) logits."""
+    def _forward_cached(self, idx: Tensor, caches: list[KVCache], plain: bool = False) -> Tensor:
+        """Run only the new tokens ``idx`` (B, T) past the cached ones; return the last (B, V) logits.
+
+        ``plain``: the caller checked that every block is :meth:`Block.plain`, so one new token
+        may take :meth:`Block.decode_step` (same numbers, less per-call overhead).
+        """
         T, offset = idx.shape[1], caches[0].length
         x = self.tok_emb(idx) + self.pos_emb(
             T, offset=offset
         )  # (B, T, C), positions offset..offset+T-1
-        for block, cache in zip(self.blocks, caches):
-            # Causal over the S = offset + T keys: each new query sees every key up to its own.
-            x, _ = block(x, is_causal=True, cache=cache)
+        if plain and T == 1 and not self.training and not torch.is_grad_enabled():
+            for block, cache in zip(self.blocks, caches):
+                x = block.decode_step(x, cache)  # (B, 1, C)
+        else:
+            for block, cache in zip(self.blocks, caches):
+                # Causal over the S = offset + T keys: each new query sees every key up to its own.
+                x, _ = block(x, is_causal=True, cache=cache)
         return one_row_linear(self.lm_head, self.norm_f(x[:, -1]))  # (B, V)
 
     @torch.no_grad()
@@ -183,6 +191,7 @@ class GPT(nn.Module):
         was_training = self.training
         self.eval()  # dropout off: sampling must not depend on it
         try:
+            plain = all(type(b) is Block and b.plain() for b in self.blocks)
             caches: list[KVCache] | None = None
             for _ in _steps(max_new_tokens, progress, "generating"):
                 window = idx[:, -c.max_len :]  # crop to what the position table covers
@@ -195,7 +204,7 @@ class GPT(nn.Module):
                     caches = [KVCache(capacity=room) for _ in self.blocks]
                     logits = self._forward_cached(window, caches)
                 else:
-                    logits = self._forward_cached(idx[:, -1:], caches)
+                    logits = self._forward_cached(idx[:, -1:], caches, plain)
                 next_id = sample_next_token(logits, temperature, top_k, top_p, generator)  # (B, 1)
                 idx = torch.cat([idx, next_id], dim=1)  # (B, T + 1)
         finally:
