@@ -141,7 +141,7 @@ def check_grouped_query_attention(grouped_query_attention, hidden: bool = False)
         out = run.expect_tensor(run.call(case), case, expected.shape, expected.dtype, "output")
         if not run.close(out, expected, 1e-5, 1e-5):
             message = run.diagnose(out, _gqa_mistakes(q, k, v), 1e-5, 1e-5)
-            message = message or _scale_fit(run, out, q, k, v)
+            message = message or _scale_fit(run, out, q, k, v) or _head_map(run, out, q, k, v)
             if message:
                 run.fail(message, case)
             case.data.update(
@@ -174,6 +174,43 @@ def _scale_fit(run: Runner, out: Tensor, q: Tensor, k: Tensor, v: Tensor) -> str
                 f"scale q k^T by 1 / sqrt(d_head), the size of one head"
             )
     return None
+
+
+def _head_map(run: Runner, out: Tensor, q: Tensor, k: Tensor, v: Tensor) -> str | None:
+    """Which key head and which value head each query head's output was computed with (found
+    by trying every pair): named when every head's output is explained by one pair."""
+    H, H_kv = q.shape[1], k.shape[1]
+    if H_kv < 2 or out.shape != (*q.shape[:3], v.shape[-1]):
+        return None
+    keys, values = [], []
+    for h in range(H):
+        pairs = [
+            (a, b)
+            for a in range(H_kv)
+            for b in range(H_kv)
+            if run.close(out[:, h], _attend(q[:, h], k[:, a], v[:, b]), 1e-5, 1e-5)
+        ]
+        if len(pairs) != 1:
+            return None
+        keys.append(pairs[0][0])
+        values.append(pairs[0][1])
+    want = [h // (H // H_kv) for h in range(H)]
+    if keys == want and values != want:
+        return (
+            f"the keys are shared right but the values are not: query heads 0..{H - 1} read "
+            f"value heads {values}, and must read {want}, the same heads as their keys; expand "
+            "v exactly like k, v.repeat_interleave(H // H_kv, dim=1)"
+        )
+    if values == want and keys != want:
+        return (
+            f"the values are shared right but the keys are not: query heads 0..{H - 1} read key "
+            f"heads {keys}, and must read {want}; expand k exactly like v, "
+            "k.repeat_interleave(H // H_kv, dim=1)"
+        )
+    return (
+        f"query heads 0..{H - 1} read key heads {keys} and value heads {values}; query head h "
+        f"must read head h // (H / H_kv) for both, {want}: repeat_interleave(H // H_kv, dim=1)"
+    )
 
 
 register(

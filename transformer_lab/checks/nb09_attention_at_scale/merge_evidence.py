@@ -60,6 +60,12 @@ def _rescaling_evidence(got, args, both) -> str | None:
         ("exp(m1 - m) for both sets (the second set's factor is exp(m2 - m))", a1, a1),
         ("exp(m2 - m) for both sets (the first set's factor is exp(m1 - m))", a2, a2),
         (
+            "exp(m2 - m) for the first set and exp(m1 - m) for the second (the factors are "
+            "swapped: each set is rescaled by its own maximum, l1 by exp(m1 - m))",
+            a2,
+            a1,
+        ),
+        (
             "2^(m1 - m) and 2^(m2 - m) (exp2: the base of the softmax is e, use exp)",
             torch.exp2(m1 - safe),
             torch.exp2(m2 - safe),
@@ -78,6 +84,9 @@ def _rescaling_evidence(got, args, both) -> str | None:
         return None
 
     m_ok = torch.equal(got[0][both], m[both])
+    shared = _global_maximum(got, args, both)
+    if shared:
+        return shared
     l_name, o_name = explain(got[1], l1, l2), explain(got[2], o1, o2)
     right = vocabulary[0][0]
     if not m_ok:
@@ -119,3 +128,26 @@ def _common_factor(got, l_want, o_want, both) -> str | None:
         "rescaled to a shift other than the merged maximum m; subtract m itself, "
         "exp(m1 - m) and exp(m2 - m), using 0 only where m is -inf"
     )
+
+
+def _global_maximum(got, args, both) -> str | None:
+    """One maximum for the whole tensor (a reduction over every query, not per query): the
+    merged m is that one number, or l and o are rescaled to it although m is per query."""
+    m1, l1, o1, m2, l2, o2 = args
+    big = torch.maximum(m1, m2)[both].max()  # the largest maximum of any query
+    per_query = torch.maximum(m1, m2)
+    if torch.equal(per_query[both], big.expand_as(per_query[both])):
+        return None  # every query has the same maximum: no evidence either way
+    m, l, o = got  # noqa: E741
+    f1, f2 = torch.exp(m1 - big), torch.exp(m2 - big)
+    l_fit = l.shape == l1.shape and torch.allclose(l[both], (f1 * l1 + f2 * l2)[both], 1e-4, 1e-6)
+    o_fit = o.shape == o1.shape and torch.allclose(o[both], (f1 * o1 + f2 * o2)[both], 1e-4, 1e-6)
+    m_global = m.shape == m1.shape and torch.equal(m[both], big.expand_as(m[both]))
+    if m_global or (l_fit and o_fit):
+        return (
+            "one maximum is shared by all queries (the largest over the whole tensor, "
+            f"{float(big):.4g}): the merge is per query, m = torch.maximum(m1, m2) element by "
+            "element, and each query's l and o are rescaled to its own m by exp(m1 - m) and "
+            "exp(m2 - m)"
+        )
+    return None

@@ -66,6 +66,13 @@ def check_sliding_window_mask(sliding_window_mask, hidden: bool = False) -> None
         if not torch.equal(out, expected):
             message = run.diagnose(out, _window_mistakes(T, w), 0, 0)
             future = out & ~torch.ones(T, T, dtype=torch.bool).tril()
+            if message is None and not out.diagonal().any():
+                rest = torch.equal(out | torch.eye(T, dtype=torch.bool), expected)
+                message = (
+                    "the diagonal is False: query t does not see itself, but its own key belongs "
+                    "to its window, t - window < s <= t (window keys, the query's own included)"
+                    + ("; the rest of the mask is right" if rest else "")
+                )
             if message is None and future.any():
                 t, s = future.nonzero()[0].tolist()
                 message = (

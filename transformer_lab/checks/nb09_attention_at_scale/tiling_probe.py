@@ -99,19 +99,25 @@ def _row_factor(run: Runner, out: Tensor, expected: Tensor) -> str | None:
 
 
 def _weights_probe(run: Runner) -> str | None:
-    """With v the identity the output is each query's weights over the keys. Compared with the
-    softmax: keys counted twice (overlapping blocks), or blocks weighed wrongly against each
-    other (earlier blocks not rescaled to the new maximum)."""
+    """With v the identity (padded with zero columns, so the value width Dv = S + 3 differs from
+    the key width D) the output's first S columns are each query's weights over the keys.
+    Compared with the softmax: the scores scaled by another factor than 1 / sqrt(D), keys counted
+    twice (overlapping blocks), or blocks weighed wrongly against each other."""
     g = generator(9911)
-    T, S, D, block = 4, 10, 4, 4
+    T, S, D, block = 3, 10, 4, 4
     q, k = torch.randn(T, D, generator=g), torch.randn(S, D, generator=g)
-    got, error, calls = run.attempt((q.clone(), k.clone(), torch.eye(S), block), {})
-    if error is not None or calls or not TRUSTED.is_tensor(got) or got.shape != (T, S):
+    v = torch.cat([torch.eye(S), torch.zeros(S, 3)], -1)  # (S, Dv)
+    got, error, calls = run.attempt((q.clone(), k.clone(), v, block), {})
+    if error is not None or calls or not TRUSTED.is_tensor(got) or got.shape != (T, S + 3):
         return None
-    got = got.detach().double()
-    want = torch.softmax(q.double() @ k.double().T / D**0.5, -1)  # (T, S)
+    got = got.detach().double()[:, :S]
+    raw = q.double() @ k.double().T  # (T, S) unscaled scores
+    want = torch.softmax(raw / D**0.5, -1)  # (T, S)
     if run.close(got, want, 1e-5, 1e-5) or (got <= 0).any():
         return None
+    scale = _score_scale(got, raw, {"D": D, "Dv": S + 3, "S": S, "T": T})
+    if scale:
+        return scale
     ratio = got / want  # (T, S): how much more each key weighs than it should
     rel = ratio / ratio.amin(-1, keepdim=True)
     counts = rel.round()
@@ -130,3 +136,33 @@ def _weights_probe(run: Runner) -> str | None:
             "exp(m_old - m_new), computing the factors before you update m"
         )
     return None
+
+
+def _score_scale(weights: Tensor, raw: Tensor, dims: dict[str, int]) -> str | None:
+    """The weights are a softmax of c * q k^T for one constant c (fitted on the log-weights):
+    name c when it is a usual wrong divisor (the value width, D, no division, ...)."""
+    lw = weights.log()
+    lw, x = lw - lw.mean(-1, keepdim=True), raw - raw.mean(-1, keepdim=True)  # (T, S)
+    c = float((lw * x).sum() / (x * x).sum())
+    if c <= 0 or not torch.allclose(lw, c * x, atol=1e-4, rtol=1e-4):
+        return None
+    D, Dv = dims["D"], dims["Dv"]
+    named = {
+        "divided by sqrt(Dv), the square root of the value width": Dv**0.5,
+        "divided by Dv, the value width": Dv,
+        "divided by D, not by its square root": D,
+        "not scaled at all": 1.0,
+        "divided by sqrt(S), the number of keys": dims["S"] ** 0.5,
+        "divided by sqrt(T), the number of queries": dims["T"] ** 0.5,
+        "multiplied by sqrt(D) instead of divided by it": D**-0.5,
+    }
+    for what, divisor in named.items():
+        if abs(1 / c - divisor) < 1e-3 * divisor:
+            return (
+                f"the scores are {what}: divide every block's q k^T by sqrt(D), the square "
+                "root of the key width (D = q.shape[-1])"
+            )
+    return (
+        f"the scores are multiplied by {c:.4g} instead of 1 / sqrt(D) = {D**-0.5:.4g} "
+        "(D = q.shape[-1], the key width): scale every block's q k^T by 1 / sqrt(D)"
+    )
