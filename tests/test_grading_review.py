@@ -29,7 +29,7 @@ import pytest
 
 from transformer_lab.grading.scan import _cells as _review_cells
 from transformer_lab.grading.scan import flags as review
-from transformer_lab.grading.scan import forbidden, similarity
+from transformer_lab.grading.scan import forbidden, similarity, winnowing
 
 REPO = Path(__file__).resolve().parents[1]
 NB01 = "01_self_attention"
@@ -848,7 +848,7 @@ def _renamed(source: str) -> str:
             tok.type == tokenize.NAME
             and not keyword.iskeyword(text)
             and prev != "."
-            and text not in similarity._KEPT_NAMES
+            and text not in winnowing._KEPT_NAMES
         ):
             text = names.setdefault(text, f"q{len(names)}_")
         out.append((tok.type, text))

@@ -9,9 +9,11 @@
   the cell's outcome: an error output (nbgrader scores 0) when a check fails, none when all
   pass. The hidden block and the run's secret never enter the kernel.
 - **Per-cell time limit, as documented.** Every cell gets ``Execute.timeout`` seconds (30 by
-  default). Only time lost to *interrupted* cells counts against ``hang_budget``: once a
-  submission has lost that much to cells stopped at the limit, later cells get
-  ``overtime_timeout`` seconds. Slow honest cells that finish in time are never cut.
+  default; three times that while the machine is busier than its cores, as the grader's own
+  load average says: a busy machine never costs a student points). Only time lost to
+  *interrupted* cells counts against ``hang_budget``: once a submission has lost that much to
+  cells stopped at the limit, later cells get ``overtime_timeout`` seconds. Slow honest cells
+  that finish in time are never cut.
 - **stderr is not failure.** nbgrader scores a graded cell 0 when it wrote anything to stderr;
   a debug print or a warning must not cost points, so stderr output of graded cells is kept
   but marked as stdout (prefixed ``[stderr]``).
@@ -108,6 +110,9 @@ class GuardedExecute(Execute):
     # nbgrader raises (and grades nothing) when a cell's output stops arriving after its reply,
     # e.g. after a fork bomb's children were killed; carry on with what arrived instead.
     raise_on_iopub_timeout = Bool(False).tag(config=True)
+    # A kernel that needs more than nbclient's 60 s to start is on a busy machine (importing
+    # PyTorch at a load of 12 on 2 cores took 10-19 s, and a kernel start more): not a death.
+    startup_timeout = Integer(300).tag(config=True)
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -153,6 +158,8 @@ class GuardedExecute(Execute):
         timeout = super()._get_timeout(cell)
         if self.hang_budget and getattr(self, "_tlab_lost", 0.0) >= self.hang_budget:
             return self.overtime_timeout if timeout is None else min(timeout, self.overtime_timeout)
+        if timeout is not None and _machine_busy():  # the machine is slow, not the student
+            return timeout * SLOW_MACHINE_FACTOR
         return timeout
 
     @property
@@ -162,8 +169,9 @@ class GuardedExecute(Execute):
 
     # -- cells --------------------------------------------------------------------------
     def _run_silently(self, code: str, cell) -> None:
-        msg_id = self.kc.execute(code, silent=True, store_history=False, allow_stdin=False)
-        self.wait_for_reply(msg_id, cell)
+        """The grader's own code, run silently with a limit of its own (never the cell's: on a
+        busy machine importing PyTorch alone can take longer than a cell may)."""
+        run_sync(self._async_run_own)(code, OWN_CODE_TIMEOUT)
 
     def _is_student_code(self, cell) -> bool:
         if utils.is_grade(cell) or utils.is_solution(cell):
@@ -282,12 +290,17 @@ class GuardedExecute(Execute):
 
     async def _async_reopen(self, timeout: float) -> None:
         """Register the kernel's comm target again (the grader's own code, run silently)."""
-        msg_id = self.kc.execute(PRIME_CODE, silent=True, store_history=False)
+        await self._async_run_own(PRIME_CODE, timeout)
+
+    async def _async_run_own(self, code: str, timeout: float) -> None:
+        msg_id = self.kc.execute(code, silent=True, store_history=False, allow_stdin=False)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:
                 reply = await ensure_async(self.kc.shell_channel.get_msg(timeout=1.0))
             except Empty:
+                if not await ensure_async(self.km.is_alive()):
+                    return  # nbclient reports the dead kernel at the next cell
                 continue
             if reply.get("parent_header", {}).get("msg_id") == msg_id:
                 return
@@ -336,7 +349,8 @@ class GuardedExecute(Execute):
                 return text
 
 
-SLOW_MACHINE_FACTOR = 3.0  # a request's time limit on a machine busier than its cores
+SLOW_MACHINE_FACTOR = 3.0  # a cell's or request's time limit on a machine busier than its cores
+OWN_CODE_TIMEOUT = 300.0  # seconds the grader's own silent code may take (imports PyTorch)
 
 
 def _machine_busy() -> bool:

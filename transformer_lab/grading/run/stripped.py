@@ -9,8 +9,9 @@ docstring stay, so every import still works):
   ``checks/answers.py``'s entries), and the package functions its check forbids
   (:func:`~transformer_lab.grading.scan.forbidden.forbidden_table`; a forbidden *class* stays,
   since a check may send an instance of it to the kernel, unless a method is named);
-- every function of the notebook's own checks (``checks/nbNN_*/``): their references and
-  mistake catalogues run in the grader, never in the kernel.
+- every top-level function of the notebook's own checks (``checks/nbNN_*/``): their
+  references and mistake catalogues run in the grader, never in the kernel (their classes
+  stay: a check sends instances of them, such as a counting head, to the student's function).
 
 Notebooks after NN keep the package's reference for earlier material, and the student's own
 notebook is never affected: only the graded kernel gets this build. PyTorch's equivalents stay
@@ -39,7 +40,7 @@ from transformer_lab.grading.scan.forbidden import forbidden_table
 __all__ = ["PACKAGE", "answer_targets", "build", "strip_source", "cache_dir", "StripError"]
 
 PACKAGE = Path(__file__).resolve().parents[2]  # transformer_lab/
-_VERSION = "1"  # of this builder: a change of the rules below makes new builds
+_VERSION = "2"  # of this builder: a change of the rules below makes new builds
 _SKIP = shutil.ignore_patterns("__pycache__", "*.pyc", "*.pyo")
 
 
@@ -94,9 +95,9 @@ def _stub(qualname: str, notebook: str) -> str:
 
 
 def strip_source(source: str, qualnames: set[str] | None, notebook: str) -> tuple[str, set[str]]:
-    """``source`` with the bodies of ``qualnames`` (every function when None) replaced by a
-    ``raise``; returns the new source and the qualnames replaced. A class named whole keeps its
-    methods (see the module doc)."""
+    """``source`` with the bodies of ``qualnames`` (every top-level function when None)
+    replaced by a ``raise``; returns the new source and the qualnames replaced. A class named
+    whole keeps its methods (see the module doc)."""
     tree = ast.parse(source)
     spans: list[tuple[int, int, str, str]] = []  # (first line, last line, indent, stub)
 
@@ -106,7 +107,7 @@ def strip_source(source: str, qualnames: set[str] | None, notebook: str) -> tupl
                 visit(node.body, f"{prefix}{node.name}.")
             elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 name = prefix + node.name
-                if qualnames is None or name in qualnames:
+                if (qualnames is None and not prefix) or (qualnames and name in qualnames):
                     first = node.body[0]
                     if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
                         first = node.body[1] if len(node.body) > 1 else first  # keep the docstring
