@@ -13,7 +13,9 @@ from transformer_lab.heads import KVCache
 
 MISTAKES: list[Mistake] = []
 # Before the fixes of issue 39: 17/1/0/0 named/generic/misleading/passed; after: 17 of 18 named, 1 generic.
-NAMED_AT_LEAST = 0.94
+# With the 5 entries of h17 (top-p over dim 0, greedy over the whole batch, ...): 19/3/1/0 of
+# 23 before its evidence, 23 of 23 named after.
+NAMED_AT_LEAST = 1.0
 wrong = collector(MISTAKES, "07")
 NEG_INF = float("-inf")
 
@@ -190,6 +192,75 @@ def gen_argmax_all(model, idx, max_new_tokens):
             x, _ = block(x, is_causal=True, cache=cache)
         logits = model.lm_head(model.norm_f(x[:, -1]))
         nxt = logits.argmax().reshape(1, 1).expand(idx.shape[0], 1) % logits.shape[-1]
+        out = torch.cat([out, nxt], dim=1)
+        x = model.tok_emb(nxt) + model.pos_emb(1, offset=out.shape[1] - 1)
+    return out
+
+
+# Added with issue 39's last generic classes (h17): top-p normalised along the batch, greedy
+# tokens chosen once for the whole batch, and neighbours of both.
+def _top_p_axis(z, p, softmax_first):
+    if p is None or p >= 1:
+        return z
+    if softmax_first:  # probabilities over dim 0, then sorted per row
+        s, order = torch.sort(torch.softmax(z, 0), -1, descending=True)
+        pr = s
+    else:  # sorted per row, then the softmax over dim 0
+        s, order = torch.sort(z, -1, descending=True)
+        pr = torch.softmax(s, 0)
+    c = pr.cumsum(-1)
+    remove = (c - pr) >= p
+    return z.masked_fill(remove.scatter(-1, order, remove), NEG_INF)
+
+
+@wrong("filter_logits", "dim 0|softmax over dim")
+def filter_top_p_sorted_softmax_dim0(logits, temperature=1.0, top_k=None, top_p=None):
+    return _top_p_axis(_top_k(logits / temperature, top_k), top_p, softmax_first=False)
+
+
+@wrong("filter_logits", "dim 0|softmax over dim")
+def filter_top_p_softmax_dim0_then_sorted(logits, temperature=1.0, top_k=None, top_p=None):
+    return _top_p_axis(_top_k(logits / temperature, top_k), top_p, softmax_first=True)
+
+
+def _greedy(model, idx, max_new_tokens, pick):
+    caches = [KVCache() for _ in model.blocks]
+    out = idx
+    x = model.tok_emb(idx) + model.pos_emb(idx.shape[1])
+    for _ in range(max_new_tokens):
+        for block, cache in zip(model.blocks, caches):
+            x, _ = block(x, is_causal=True, cache=cache)
+        nxt = pick(model.lm_head(model.norm_f(x[:, -1])))  # (B, 1)
+        out = torch.cat([out, nxt], dim=1)
+        x = model.tok_emb(nxt) + model.pos_emb(1, offset=out.shape[1] - 1)
+    return out
+
+
+@wrong("generate_greedy", "whole batch|flattened|per sequence")
+def gen_argmax_unravelled(model, idx, max_new_tokens):
+    def pick(z):
+        token = torch.argmax(z) % z.shape[-1]  # the flat index's column
+        return token.repeat(z.shape[0], 1)
+
+    return _greedy(model, idx, max_new_tokens, pick)
+
+
+@wrong("generate_greedy", "own|each row|per sequence|sequence 0")
+def gen_row0_for_all(model, idx, max_new_tokens):
+    return _greedy(
+        model, idx, max_new_tokens, lambda z: z[0].argmax().reshape(1, 1).expand(z.shape[0], 1)
+    )
+
+
+@wrong("generate_greedy", "hidden|logits|lm_head|head")
+def gen_argmax_of_hidden(model, idx, max_new_tokens):
+    caches = [KVCache() for _ in model.blocks]
+    out = idx
+    x = model.tok_emb(idx) + model.pos_emb(idx.shape[1])
+    for _ in range(max_new_tokens):
+        for block, cache in zip(model.blocks, caches):
+            x, _ = block(x, is_causal=True, cache=cache)
+        nxt = model.norm_f(x[:, -1]).argmax(-1, keepdim=True) % model.tok_emb.num_embeddings
         out = torch.cat([out, nxt], dim=1)
         x = model.tok_emb(nxt) + model.pos_emb(1, offset=out.shape[1] - 1)
     return out

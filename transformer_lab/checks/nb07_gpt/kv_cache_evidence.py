@@ -240,6 +240,12 @@ def _argmax_evidence(idx, out, logits: list[Tensor], n: int) -> str | None:
     if len(logits) != n:
         return None  # lm_head not called once per step: nothing to line up
     T0, B = idx.shape[1], idx.shape[0]
+    if _flattened_argmax(T0, B, out, logits):
+        return (
+            "every sequence gets the same token, the argmax over the whole batch's logits at "
+            "once (flattened, modulo V): take one argmax per sequence, over its own vocabulary, "
+            "logits.argmax(dim=-1, keepdim=True) -> (B, 1)."
+        )
     for step, z in enumerate(logits):
         z = z[:, -1] if z.dim() == 3 else z
         if z.dim() != 2 or z.shape[0] != B or T0 + step >= out.shape[1]:
@@ -270,3 +276,20 @@ def _chain_evidence(io: list[tuple[int, Tensor, Tensor]], n_layers: int) -> str 
                 "x, _ = block(x, is_causal=True, cache=cache), each taking the previous output."
             )
     return None
+
+
+def _flattened_argmax(T0: int, B: int, out: Tensor, logits: list[Tensor]) -> bool:
+    """Every step appends, to every row, the argmax over the flattened (B, V) logits (modulo V),
+    and at some step that maximum lies outside row 0 (so it is not row 0's argmax copied)."""
+    if B < 2 or out.shape[1] < T0 + len(logits):
+        return False
+    outside_row0 = False
+    for step, z in enumerate(logits):
+        z = z[:, -1] if z.dim() == 3 else z
+        if z.dim() != 2 or z.shape[0] != B:
+            return False
+        flat = int(z.reshape(-1).argmax())
+        if not bool((out[:, T0 + step] == flat % z.shape[-1]).all()):
+            return False
+        outside_row0 |= flat >= z.shape[-1]
+    return outside_row0

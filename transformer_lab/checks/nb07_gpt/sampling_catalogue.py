@@ -49,10 +49,16 @@ def _top_p(
     probs_from: Tensor | None = None,
     scatter=True,
     probs_as: str = "softmax",
+    probs_dim: int = -1,
 ) -> Tensor:
     if p is None or p >= 1.0 and rule != "no_skip":
         return z
     source = z if probs_from is None else probs_from
+    if probs_as == "other_axis":  # the softmax over another axis (probs_dim), then sorted
+        probs = torch.softmax(source, dim=probs_dim)
+        sorted_probs, order = torch.sort(probs, dim=-1, descending=True)
+        remove = sorted_probs.cumsum(-1) - sorted_probs >= p
+        return z.masked_fill(remove.scatter(-1, order, remove), NEG_INF)
     if scatter == "unsorted":  # the running total in vocabulary order, nothing sorted
         probs = torch.softmax(source, dim=-1)
         return z.masked_fill(probs.cumsum(-1) - probs >= p, NEG_INF)
@@ -61,6 +67,8 @@ def _top_p(
         probs = sorted_src
     elif probs_as == "exp":  # e^z without the normalisation
         probs = torch.exp(sorted_src)
+    elif probs_as == "sorted_other_axis":  # the sorted logits' softmax over another axis
+        probs = torch.softmax(sorted_src, dim=probs_dim)
     else:
         probs = torch.softmax(sorted_src, dim=-1)
     cum = probs.cumsum(-1)
@@ -152,6 +160,24 @@ def _mistakes(z: Tensor, t: float, k, p) -> list[tuple[str, Tensor]]:
             _top_p(_top_k(zt, k), p, scatter="unsorted"),
         ),
     ]
+
+
+def _nucleus_axis(z, t, k, p, out) -> str | None:
+    """Top-p's probabilities normalised along another axis than the vocabulary (softmax before
+    or after the sort): the survivors of one of those variants, per axis."""
+    if p is None or p >= 1.0 or z.dim() < 2:
+        return None
+    zk = _top_k(z / t, k)
+    for d in range(z.dim() - 1):
+        for how in ("other_axis", "sorted_other_axis"):
+            variant = _top_p(zk, p, probs_as=how, probs_dim=d)
+            if TRUSTED.equal(TRUSTED.isfinite(out), TRUSTED.isfinite(variant)):
+                return (
+                    f"top-p's probabilities are a softmax over dim {d}, not over the vocabulary: "
+                    "the nucleus is measured in each row's own distribution, "
+                    "softmax(sorted_logits, dim=-1), before the cumulative sum."
+                )
+    return None
 
 
 def _survivor_evidence(z, t, k, p, out, kept, want) -> str | None:
