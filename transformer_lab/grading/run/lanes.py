@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import sys
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from transformer_lab.grading.course import run_driver
 from transformer_lab.grading.record.outcome import timed_out
-from transformer_lab.threads import decide_threads
 
 __all__ = ["Lanes", "progress_bar"]
 
@@ -45,9 +45,12 @@ class Lanes:
     lock: threading.Lock = field(default_factory=threading.Lock)
     retry_timeouts: bool = False  # several lanes: a timed-out submission is graded once more
     retried: set[str] = field(default_factory=set)  # ... and these were
+    loaded_before: bool = False  # the gradebook has the assignment from today's sources
 
     def load_failed(self) -> bool:
         """Did loading the assignment fail (or not happen yet)?"""
+        if self.loaded_before:
+            return False
         return not self.gen_events or not self.gen_events[-1].get("success")
 
     def _student_op(self, sid: str) -> dict:
@@ -90,7 +93,12 @@ class Lanes:
     def lane(self, queue, loads_assignment: bool, loaded: threading.Event) -> None:
         """Grade submissions from ``queue`` (:class:`.queue.WorkQueue`) one after another in
         grading processes, taking the next one whenever this lane is free, until it is empty."""
+        from transformer_lab.threads import decide_threads  # imports PyTorch: only when grading
+
         mine: set[str] = set()
+        if loads_assignment and self.loaded_before:  # run/loaded.py: nothing to load
+            loads_assignment = False
+            loaded.set()
         while True:
             feeder = _Feeder(self, queue, mine)
             ops = []
@@ -110,7 +118,6 @@ class Lanes:
                 idle_timeout=self.idle_timeout,
                 feed=feeder,
             )
-            feeder.stop()
             gen = next((e for e in events if e["op"] == "generate_assignment"), None)
             if loads_assignment and (gen is None or not gen.get("success")):
                 if gen is None:
@@ -155,29 +162,31 @@ class _Feeder:
     def __init__(self, lanes: Lanes, queue, mine: set[str]) -> None:  # noqa: ANN001
         self.lanes, self.queue, self.mine = lanes, queue, mine
         self.current: str | None = None
-        self.lease = None
 
     def _claim(self) -> tuple[list[dict], bool]:
-        from transformer_lab.grading.run.queue import Lease
-
-        self.current = self.queue.claim()
+        self.current = self._next()
         if self.current is None:
             return self.lanes._final_ops(), True
         self.mine.add(self.current)
-        self.lease = Lease(self.queue, self.current).__enter__()
         return [self.lanes._student_op(self.current)], False
 
-    def stop(self) -> None:
-        if self.lease is not None:
-            self.lease.__exit__()
-            self.lease = None
+    def _next(self) -> str | None:
+        """The next submission (the queue's heartbeat renews its lease). With none queued but
+        some in flight in another process, wait: if that process dies, its lease expires and
+        this lane grades the submission (for at most half the idle timeout in all)."""
+        give_up = time.monotonic() + self.lanes.idle_timeout / 2
+        while (sid := self.queue.claim()) is None:
+            until = self.queue.leased_elsewhere()
+            if until is None or time.monotonic() > give_up:
+                return None
+            time.sleep(min(2.0, max(0.05, until - time.time() + 0.05)))
+        return sid
 
     def __call__(self, event: dict | None) -> tuple[list[dict], bool]:
         if event is None:
             return self._claim()
         if event["op"] != "grade_student" or event.get("student") != self.current:
             return [], False
-        self.stop()
         sid, self.current = self.current, None
         if self.lanes.retry_timeouts and timed_out(event) and sid not in self.lanes.retried:
             with self.lanes.lock:

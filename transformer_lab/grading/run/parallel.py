@@ -137,7 +137,12 @@ def save_merged(report, root: Path):
             merged.max_score = report.max_score
         report.students = merged.students
         report.max_score = merged.max_score
-        return report.save(root)
+        saved = report.save(root)
+    # The rows are in the report: the work queue may let go of them (run/queue.py).
+    from transformer_lab.grading.run.queue import now_recorded
+
+    now_recorded(root, report.assignment, report.graded_now)
+    return saved
 
 
 def run_summary(report, seconds: float, jobs: int = 1) -> str:
