@@ -19,8 +19,13 @@ Against Hugging Face (``--hf-new-tokens``, skipped if ``transformers`` is missin
 128-token prompt, 64 greedy tokens, ``generate`` on both sides, with and without the cache,
 interleaved; the tokens must be the same. Target: ours takes <= 0.8x Hugging Face's time with
 the cache. The thread count is stated (``--threads``, default every usable CPU) and printed.
+On a shared machine wall-clock time says little; ``--cpu-time`` times both sides by the CPU
+time of this process (``time.process_time``), best at ``--threads 1``, where it does not
+count waiting for a core. ``--hf-only`` skips the tiny model; ``--hf-no-cache-tokens N``
+shortens the slow run without the cache (0: skip it).
 
     python benchmarks/bench_kv_cache.py [--repeats 3] [--threads 2] [--quick]
+    python benchmarks/bench_kv_cache.py --hf-only --cpu-time --threads 1 --repeats 5
 """
 
 from __future__ import annotations
@@ -40,6 +45,11 @@ TARGET_SPEEDUP = 3.0
 TARGET_HF_RATIO = 0.8  # our cached generation's time over transformers' at GPT-2 small
 
 
+def _clock(args):
+    """The timer both sides are measured with: CPU time of the process, or wall-clock time."""
+    return time.process_time if args.cpu_time else time.perf_counter
+
+
 def against_huggingface(args) -> list[bool]:
     """GPT-2 small, ours vs ``transformers``' ``generate``, greedy, with and without the cache."""
     try:
@@ -52,9 +62,10 @@ def against_huggingface(args) -> list[bool]:
     hf = GPT2LMHeadModel(GPT2Config()).eval()
     ours = GPT.from_huggingface(hf)
     prompt = torch.randint(0, hf.config.vocab_size, (1, args.hf_prompt_tokens))  # (1, T0)
-    n = args.hf_new_tokens
+    clock, what = _clock(args), "CPU time" if args.cpu_time else "wall-clock"
 
     def theirs(use_cache: bool) -> torch.Tensor:
+        n = args.hf_new_tokens if use_cache else args.hf_no_cache_tokens
         with torch.no_grad():
             return hf.generate(
                 prompt, max_new_tokens=n, min_new_tokens=n, do_sample=False,
@@ -62,27 +73,29 @@ def against_huggingface(args) -> list[bool]:
             )  # fmt: skip
 
     def mine(use_cache: bool) -> torch.Tensor:
+        n = args.hf_new_tokens if use_cache else args.hf_no_cache_tokens
         return ours.generate(prompt, n, temperature=0.0, use_cache=use_cache, progress=False)
 
     print(
         f"\nGPT-2 small ({ours.num_parameters() / 1e6:.0f}M, random weights) against transformers "
-        f"{transformers.__version__}: prompt {args.hf_prompt_tokens} tokens, {n} greedy tokens, "
-        f"{torch.get_num_threads()} threads, median of {args.repeats}"
+        f"{transformers.__version__}: prompt {args.hf_prompt_tokens} tokens, greedy, "
+        f"{torch.get_num_threads()} threads, {what}, median of {args.repeats}"
     )
     results = []
-    for use_cache in (True, False):
+    for use_cache in (True, False) if args.hf_no_cache_tokens > 0 else (True,):
+        n = args.hf_new_tokens if use_cache else args.hf_no_cache_tokens
         sides = {"ours": mine, "transformers": theirs}
         for side in sides.values():
             side(use_cache)  # warm-up
         times, outs = {k: [] for k in sides}, {}
         for _ in range(args.repeats):  # interleaved: a busy machine slows both alike
             for name, side in sides.items():
-                start = time.perf_counter()
+                start = clock()
                 outs[name] = side(use_cache)
-                times[name].append(time.perf_counter() - start)
+                times[name].append(clock() - start)
         same = torch.equal(outs["ours"], outs["transformers"])
         t_ours, t_hf = (statistics.median(times[k]) for k in ("ours", "transformers"))
-        label = "with the cache" if use_cache else "without the cache"
+        label = f"{n} tokens " + ("with the cache" if use_cache else "without the cache")
         print(
             f"{label}: ours {t_ours:.2f} s ({1e3 * t_ours / n:.1f} ms/token), transformers "
             f"{t_hf:.2f} s ({1e3 * t_hf / n:.1f} ms/token), ratio {t_ours / t_hf:.2f}x, "
@@ -122,10 +135,20 @@ def main() -> None:
     parser.add_argument(
         "--hf-new-tokens", type=int, default=64, help="GPT-2 small against transformers (0: skip)"
     )
+    parser.add_argument(
+        "--hf-no-cache-tokens", type=int, default=None, help="tokens without the cache (0: skip)"
+    )
+    parser.add_argument("--hf-only", action="store_true", help="only GPT-2 small against HF")
+    parser.add_argument("--cpu-time", action="store_true", help="time by process CPU time")
     args = parser.parse_args()
     if args.quick:
         args.new_tokens, args.repeats, args.hf_new_tokens = 16, 1, 4
+    if args.hf_no_cache_tokens is None:
+        args.hf_no_cache_tokens = args.hf_new_tokens
     setup(args)
+    if args.hf_only:
+        finish(against_huggingface(args))
+        return
 
     torch.manual_seed(args.seed)
     block = args.prompt_tokens + args.new_tokens
