@@ -20,6 +20,7 @@ from transformer_lab.checks.engine.guards import TRUSTED
 from transformer_lab.checks.nb06_bert.bert import _hint
 from transformer_lab.checks.nb06_bert.bert_heads_evidence import (
     gradient_to_hidden,
+    logit_scale,
     loss_evidence,
     loss_transform,
     which_rows,
@@ -182,6 +183,7 @@ def check_masked_lm_loss(masked_lm_loss, hidden: bool = False) -> None:
             message = run.diagnose(loss, _loss_mistakes(h, labels, head), 1e-5, 1e-5)
             message = message or rows or loss_transform(run, h, labels, head, loss)
             message = message or loss_evidence(run, h, labels, head, loss)
+            message = message or logit_scale(run, h, labels, head, loss)
             message, named = verdict(message, loss, want, "loss", {"V": V, "M": M})
             run.fail(message, case, named=named)
         if head.rows != M:

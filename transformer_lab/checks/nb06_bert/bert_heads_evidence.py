@@ -253,3 +253,48 @@ def loss_evidence(run: Runner, h, labels, head, loss) -> str | None:
             f"divides by the number of labelled positions ({M} here): F.cross_entropy's default"
         )
     return None
+
+
+def _scale_roots(logits: Tensor, target: Tensor, loss: float) -> list[float]:
+    """The factors c > 0 for which cross_entropy(c * logits, target) equals ``loss`` (the loss
+    is convex in c, so at most two), found on a grid and refined by bisection."""
+    f = lambda c: float(F.cross_entropy(c * logits, target)) - loss  # noqa: E731
+    grid = torch.logspace(-2, 2, 81, dtype=torch.float64).tolist()
+    values = [f(c) for c in grid]
+    roots = []
+    for (a, fa), (b, fb) in zip(zip(grid, values), zip(grid[1:], values[1:])):
+        if fa == 0 or fa * fb < 0:
+            for _ in range(50):
+                mid = (a + b) / 2
+                if (f(mid) < 0) == (fa < 0):
+                    a, fa = mid, f(mid)
+                else:
+                    b = mid
+            roots.append((a + b) / 2)
+    return roots
+
+
+def logit_scale(run: Runner, h, labels, head, loss) -> str | None:
+    """The cross-entropy of the logits times one constant c (a temperature, 1 / sqrt(C), ...):
+    c read from this case and confirmed on a second input (2 h)."""
+    second = h * 2.0
+    got2, error, _ = run.attempt((second.clone(), labels.clone(), head), {})
+    if error is not None or not TRUSTED.is_tensor(got2) or got2.numel() != 1:
+        return None
+    chosen = labels != _ref.IGNORE_INDEX
+    with torch.no_grad():
+        fits = [
+            _scale_roots(head(x[chosen]).double(), labels[chosen], float(g.detach()))
+            for x, g in ((h, loss), (second, got2))
+        ]
+    common = [c for c in fits[0] if any(abs(c - d) < 1e-4 * c for d in fits[1])]
+    if len(common) != 1 or abs((c := common[0]) - 1) < 1e-3:
+        return None
+    C, V = h.shape[-1], head(h[:1, :1]).shape[-1]
+    usual = {"1 / sqrt(C)": C**-0.5, "1 / C": 1 / C, "sqrt(C)": C**0.5, "1 / V": 1 / V}
+    what = next((f" ({n})" for n, v in usual.items() if abs(c - v) < 1e-3 * v), "")
+    return (
+        f"the logits are scaled by {c:.4g}{what} before the cross-entropy (a temperature, or a "
+        "division by a width): the MLM loss takes the head's logits as they are, "
+        "F.cross_entropy(head(hidden[chosen]), labels[chosen])"
+    )
