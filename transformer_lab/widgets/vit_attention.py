@@ -74,6 +74,8 @@ def vit_attention_explorer(
     overlay, under = map_panel(axes[1])
     student, student_under = map_panel(axes[2])
     fig.colorbar(overlay, ax=list(axes[1:]), shrink=0.85, label="weight / largest weight")
+    for ax in axes[1:]:  # one colour bar for both maps (ui.add_colour_bars adds none)
+        ax.tlab_has_colour_bar = True
     for ax in axes:
         ax.set_xticks([])
         ax.set_yticks([])
