@@ -19,7 +19,10 @@ tests below in order:
 5. ada changes her submission and submits again; ``tlab grade`` grades only hers, the gradebook
    and the Canvas file show her new score, hal's score and decision stay, and the summary says
    hal was reviewed (not "NEEDS REVIEW (earlier run)").
-6. The same class's Moodle roster, and the Moodle file against Moodle's rules (``-``, never blank).
+6. The same class's Moodle roster (its id column named: Moodle exports no user name), and the
+   Moodle file against Moodle's rules (``-``, never blank).
+7. A due date with a penalty, an extension, and a hidden assert added after grading: the
+   submissions graded under the old test are named and graded again.
 """
 
 from __future__ import annotations
@@ -304,3 +307,49 @@ def test_the_moodle_file_follows_moodle_rules(term):
     assert set(by_id) == {"ada", "hal", "cy"}
     assert by_id["ada"] == ("4", "") and by_id["hal"][0] == "5"  # hal: the reviewed score
     assert by_id["cy"] == ("-", "NOT GRADED: nothing submitted")  # "-": Moodle skips it
+
+
+def _due(days: float) -> str:
+    import datetime as dt
+
+    when = dt.datetime.now(dt.timezone.utc) + dt.timedelta(days=days)
+    return when.strftime("%Y-%m-%dT%H:%M")
+
+
+def test_late_work_an_extension_and_a_changed_hidden_test(term):
+    """7. A due date passed an hour before the submissions: a 10% penalty; an extension for
+    ada; then the instructor adds a hidden assert to test_causal after grading: the next
+    ``tlab grade`` names both submissions graded under the old test and grades them again."""
+    started = time.monotonic()
+    code, out = _tlab(term.root, "due", A, _due(-1 / 24), "--late", "penalty", "--per-day", "10")
+    assert code == 0 and "late work loses 10% per day" in out, out
+    assert _canvas_after_export(term) == {"ada": "3.60", "hal": "4.50", "cy": ""}  # 4, 5 - 10%
+    page = (term.root / "feedback" / "hal" / A / f"{A}.html").read_text(encoding="utf-8")
+    assert "(Score: 4.5 / 6.0)" in page and "after the due date: -0.5 points" in page
+    assert _tlab(term.root, "extend", A, "ada", _due(1), "--note", "ill", "--by", "prof")[0] == 0
+    assert _canvas_after_export(term)["ada"] == "4"
+
+    source = term.root / "solutions" / A / f"{A}.ipynb"
+    nb = nbformat.read(source, as_version=4)
+    cell = _cell(nb, "test_causal")
+    hidden = 'assert causal_mask(2).shape == (3, 3), "an instructor\'s hidden assert"\n'
+    cell.source = cell.source.replace("### END HIDDEN TESTS", hidden + "### END HIDDEN TESTS")
+    nbformat.write(nb, source)
+    code, out = _tlab(term.root, "grade", A, "--jobs", "2", *LIMITS)
+    assert code == 0, out
+    assert "the tests of fx_attention/test_causal changed since 2 submission(s) were graded; " \
+        "graded again: ada, hal" in out  # fmt: skip
+    report = GradingReport.load(term.root, A)
+    assert "graded again: the tests of fx_attention/test_causal changed" in (
+        "; ".join(report.students["ada"].notes + [report.students["ada"].tests_note])
+    )
+    # The hidden assert counts (decided by the grader): test_causal's point is lost by both.
+    assert report.students["ada"].score == 3 and report.students["hal"].score == 3
+    assert _canvas_after_export(term) == {"ada": "3", "hal": "4.50", "cy": ""}  # hal: decided 5
+    term.seconds["late work and a changed hidden test"] = time.monotonic() - started
+
+
+def _canvas_after_export(term) -> dict[str, str]:
+    code, out = _tlab(term.root, "export", "--format", "canvas", "--canvas-id", f"{A}={CANVAS_ID}")
+    assert code == 0, out
+    return _canvas(term.root)

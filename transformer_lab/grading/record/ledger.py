@@ -181,6 +181,27 @@ def _write_gradebook(url, course, report, students, root) -> None:
         gb.db.commit()
 
 
+def autograded_scores(url: str, course: str, assignment: str, students: list[str]) -> dict:
+    """The autograded score (the cells' auto scores, without the manual scores an override
+    wrote) of those of ``students`` that an override was ever recorded for."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    from transformer_lab.grading.record.decisions import _all_decisions
+
+    overridden = {
+        d.student_id for d in _all_decisions(url, course, assignment) if d.decision == OVERRIDE
+    }
+    found = {}
+    with Gradebook(url, course) as gb:
+        for sid in sorted(set(students) & overridden):
+            try:
+                sub = gb.find_submission(assignment, sid)
+            except MissingEntry:
+                continue
+            found[sid] = float(sum(g.auto_score or 0.0 for nb in sub.notebooks for g in nb.grades))
+    return found
+
+
 def _set_manual(submission, score: float | None) -> None:
     """Spread ``score`` over the graded cells, in order (None: remove the manual scores)."""
     left = score
