@@ -53,7 +53,6 @@ from transformer_lab.grading.record.outcome import (
 from transformer_lab.grading.record.report import NEEDS_REVIEW, GradingReport
 from transformer_lab.grading.run.lanes import Lanes, progress_bar
 from transformer_lab.grading.run.parallel import run_lanes, save_merged, select_shard
-from transformer_lab.threads import usable_cpus
 
 __all__ = ["GradeOptions", "grade", "classify_failure"]
 
@@ -267,33 +266,27 @@ def _run(plan: _Plan) -> tuple[Lanes, list[dict]]:
     Returns the lanes (their per-student events) and the run's other events (release, export,
     scores). Stops with :class:`CourseError` if the assignment cannot be loaded.
     """
+    from transformer_lab.grading.record.gradebook import redacted
+    from transformer_lab.grading.run.loaded import LoadStamp
+
     root, options, todo = plan.root, plan.options, plan.todo
+    (root / "reports").mkdir(exist_ok=True)
+    # Loaded before from these sources (run/loaded.py): no generate_assignment, and with nothing
+    # new no grading process at all (the stored report and scores stand).
+    stamp = LoadStamp(root, plan.dirs, plan.assignment, redacted(plan.url))
+    cached = bool(plan.in_gradebook) and stamp.matches()
+    if cached and not todo:
+        _warn_if_release_is_stale(plan, stamp.release / plan.assignment)
+        return _lanes(plan, stamp.release, 0, None), [{"op": "scores", "scores": {}}]
     with tempfile.TemporaryDirectory(prefix="tlab-grade-") as tmp:
-        (root / "reports").mkdir(exist_ok=True)
         one_lane = max(1, options.jobs) == 1 or len(todo) <= 1
         # Shards finish at different times: nbgrader's CSV is written once, by `tlab export`.
         nbgrader_csv = options.export and options.shard is None
         csv_path = root / "reports" / "nbgrader_grades.csv"
-        # The CPUs this process may use (affinity, cgroup quota), shared by the lanes. Each kernel
-        # runs the course's threads (transformer_lab.threads: one unless TLAB_THREADS says more),
-        # never more than its share: on a machine with other work, a second thread per kernel
-        # made notebook 07's grading 22x slower (benchmarks/README.md, "Grading a class").
-        machine_cpus = float(usable_cpus())
         n_lanes = 1 if one_lane else max(1, min(options.jobs, len(todo)))
-        lanes = Lanes(
-            root=root,
-            assignment=plan.assignment,
-            submitted_root=plan.submitted_root,
-            staging_root=plan.staging_root,
-            release_dir=Path(tmp) / "release",
-            config=plan.config,
-            feedback=options.feedback,
-            export_to=csv_path if nbgrader_csv and one_lane else None,
-            idle_timeout=plan.idle,
-            cpus=max(1.0, machine_cpus // n_lanes),
-            progress=None if options.quiet else progress_bar(len(todo)),
-        )
-        lanes.retry_timeouts = n_lanes > 1
+        release = stamp.release if cached else Path(tmp) / "release"
+        lanes = _lanes(plan, release, n_lanes, csv_path if nbgrader_csv and one_lane else None)
+        lanes.loaded_before = cached
         queue = _queue(plan)
         try:
             run_lanes(lanes.after_load, queue, n_lanes)
@@ -314,12 +307,43 @@ def _run(plan: _Plan) -> tuple[Lanes, list[dict]]:
             raise CourseError(
                 f"could not load {plan.assignment} into the gradebook:\n{detail[-3000:]}"
             )
+        if not cached:
+            stamp.save(lanes.release_dir / plan.assignment)
         other_events = lanes.other_events
         other_events.append(
             {"op": "scores", "scores": {**lanes.all_scores, **lanes.scores_by_student}}
         )
         _warn_if_release_is_stale(plan, lanes.release_dir / plan.assignment)
     return lanes, other_events
+
+
+def _lanes(plan: _Plan, release_dir: Path, n_lanes: int, export_to: Path | None) -> Lanes:
+    """The lanes of this run: ``n_lanes`` grading processes sharing the machine's CPUs (none:
+    an empty record of a run that grades nothing)."""
+    # The CPUs this process may use (affinity, cgroup quota), shared by the lanes. Each kernel
+    # runs the course's threads (transformer_lab.threads: one unless TLAB_THREADS says more),
+    # never more than its share: on a machine with other work, a second thread per kernel
+    # made notebook 07's grading 22x slower (benchmarks/README.md, "Grading a class").
+    cpus = 1.0  # no lanes (nothing to grade): threads.py would import PyTorch for nothing
+    if n_lanes:
+        from transformer_lab.threads import usable_cpus
+
+        cpus = max(1.0, float(usable_cpus()) // n_lanes)
+    lanes = Lanes(
+        root=plan.root,
+        assignment=plan.assignment,
+        submitted_root=plan.submitted_root,
+        staging_root=plan.staging_root,
+        release_dir=release_dir,
+        config=plan.config,
+        feedback=plan.options.feedback,
+        export_to=export_to,
+        idle_timeout=plan.idle,
+        cpus=cpus,
+        progress=None if plan.options.quiet else progress_bar(len(plan.todo)),
+    )
+    lanes.retry_timeouts = n_lanes > 1
+    return lanes
 
 
 def _export_class_csv(plan: _Plan, csv_path: Path) -> list[dict]:
