@@ -48,3 +48,11 @@ def test_generate_calls_hooks_of_every_step():
     assert len(calls) == 5  # the prompt, then one call per new token after the first
     plain = model.generate(prompt, 5, temperature=0.0, progress=False)
     assert torch.equal(hooked, plain)
+
+
+def test_hugepage_copy_is_an_equal_contiguous_copy():
+    from transformer_lab._hugepages import hugepage_copy
+
+    for t in (torch.randn(10), torch.randn(1024, 768).t()):  # small; over one huge page
+        c = hugepage_copy(t)
+        assert torch.equal(c, t) and c.is_contiguous() and c.data_ptr() != t.data_ptr()

@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from transformer_lab._hugepages import hugepage_copy
 from transformer_lab._validate import check_divisible, check_mask, check_tensor
 from transformer_lab.attention import attend
 from transformer_lab.masks import causal_mask, combine_masks
@@ -56,25 +57,27 @@ def _inference_copy(owner: nn.Module, slot: str, params: list[Tensor], build) ->
 
 
 def one_row_linear(layer: nn.Linear, x: Tensor) -> Tensor:
-    """``layer(x)``; when ``x`` is a single row (one generated token), no gradient is needed and
-    the layer widens its input (out >= in), multiply it by a kept (in, out) copy of the weight.
+    """``layer(x)``; when ``x`` is a single row (one generated token) and no gradient is needed,
+    multiply it by a kept copy of the weight instead, in huge pages (:mod:`._hugepages`).
 
-    On a CPU a one-row product that widens reads a (in, out) matrix faster than the (out, in)
-    one ``nn.Linear`` stores (GPT-2's own ``Conv1D`` layout): 768 -> 3072 with the weights
-    out of cache took 506 us against 777 us (one thread, AMD EPYC, MKL). A narrowing product
-    is the other way round (3072 -> 768: 712 us against 592 us), so it keeps ``nn.Linear``'s
-    layout. The copy costs the weight's memory once more and is made only on this path.
-    Modules with hooks go through their normal call.
+    A widening product (out >= in) keeps the copy as (in, out), GPT-2's own ``Conv1D``
+    layout: on a CPU a one-row product reads it faster than the (out, in) one ``nn.Linear``
+    stores (768 -> 3072 with the weights out of cache: 506 us against 777 us, one thread, AMD
+    EPYC, MKL). A narrowing product is the other way round (3072 -> 768: 712 us against
+    592 us), so its copy keeps (out, in). The copy costs the weight's memory once more and
+    is made only on this path. Modules with hooks go through their normal call.
     """
     if (
         x.numel() != x.shape[-1]
-        or layer.in_features > layer.out_features
         or (torch.is_grad_enabled() and layer.weight.requires_grad)
         or layer._forward_hooks
         or layer._forward_pre_hooks
     ):
         return layer(x)
-    w_t = _inference_copy(layer, "_w_t", [layer.weight], lambda p: p[0].t().contiguous())
+    if layer.in_features > layer.out_features:
+        w = _inference_copy(layer, "_w", [layer.weight], lambda p: hugepage_copy(p[0]))
+        return F.linear(x, w, layer.bias)  # (..., out)
+    w_t = _inference_copy(layer, "_w_t", [layer.weight], lambda p: hugepage_copy(p[0].t()))
     row = x.reshape(1, -1)  # (1, in)
     out = row @ w_t if layer.bias is None else torch.addmm(layer.bias, row, w_t)  # (1, out)
     return out.view(*x.shape[:-1], w_t.shape[1])
@@ -327,4 +330,4 @@ def _stack(params: list[Tensor]) -> tuple[Tensor, Tensor | None]:
 def _stack_transposed(params: list[Tensor]) -> tuple[Tensor, Tensor | None]:
     """As :func:`_stack`, with the weight as a contiguous (C, 3C) matrix."""
     weight, bias = _stack(params)
-    return weight.t().contiguous(), bias
+    return hugepage_copy(weight.t()), bias
