@@ -156,7 +156,6 @@ class SanitizeOutputs(NbGraderPreprocessor):
         return cell, resources
 
 
-
 class SanitizedHTMLExporter(HTMLExporter):
     """nbgrader's feedback HTML, sanitized (see :func:`sanitize_page`)."""
 
