@@ -146,6 +146,7 @@ def test_no_public_function_of_the_graded_build_reproduces_an_answer(
     monkeypatch.setenv("TLAB_CACHE_DIR", str(tmp_path / "cache"))
     build = stripped.build(notebook, tmp_path)
     assert build is not None and (build / "__init__.py").is_file()
+    stripped.check_imports(build.parent)
     cases = _cases(notebook)
     assert any(cases.values()), f"no recorded case for {notebook}"
     torch.save(cases, tmp_path / "cases.pt")
@@ -173,6 +174,15 @@ def test_the_answers_are_stubs_and_the_rest_is_the_package(tmp_path, monkeypatch
     assert (build / "masks.py").read_text() == (stripped.PACKAGE / "masks.py").read_text()
     assert stripped.build("01_self_attention", tmp_path) == build  # made once
     assert stripped.build("no_such_notebook", tmp_path) is None
+
+
+@pytest.mark.parametrize(
+    "notebook", sorted({e.notebook for e in REGISTRY.values()} - set(NOTEBOOKS))
+)
+def test_every_notebooks_build_imports(notebook, tmp_path, monkeypatch):
+    monkeypatch.setenv("TLAB_CACHE_DIR", str(tmp_path / "cache"))
+    build = stripped.build(notebook, tmp_path)
+    stripped.check_imports(build.parent)
 
 
 def test_strip_source_keeps_docstrings_and_lines_around():
