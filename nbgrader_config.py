@@ -54,8 +54,8 @@ c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 # Only `tlab grade` autogrades: nbgrader's own Autograde (the formgrader's Autograde button,
 # `nbgrader autograde`) would run student code in its own process, unsandboxed, and delete
 # tlab's autograded notebook first. It is refused before it touches anything, with a message
-# saying what to run instead (transformer_lab/grading/record/formgrader.py).
-c.Autograde.exporter_class = "transformer_lab.grading.record.formgrader.TlabOnlyExporter"
+# saying what to run instead (transformer_lab/grading/channels/formgrader.py).
+c.Autograde.exporter_class = "transformer_lab.grading.channels.formgrader.TlabOnlyExporter"
 # Edited test cells are restored from the gradebook (nbgrader's default). Deleted graded cells
 # are restored by `tlab grade` before nbgrader sees the notebook: nbgrader 0.9.6's own
 # `add_missing_cells` raises KeyError when the deleted cell follows a non-graded cell.
@@ -75,7 +75,7 @@ c.GenerateFeedback.preprocessors = [
     "nbgrader.preprocessors.GetGrades",
     "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
     "nbgrader.preprocessors.ClearHiddenTests",
-    "transformer_lab.grading.record.feedback.ClearHiddenTracebacks",
-    "transformer_lab.grading.record.feedback.SanitizeOutputs",
+    "transformer_lab.grading.channels.feedback.ClearHiddenTracebacks",
+    "transformer_lab.grading.channels.feedback.SanitizeOutputs",
 ]
-c.GenerateFeedback.exporter_class = "transformer_lab.grading.record.feedback.SanitizedHTMLExporter"
+c.GenerateFeedback.exporter_class = "transformer_lab.grading.channels.feedback.SanitizedHTMLExporter"

@@ -39,7 +39,7 @@ def main() -> None:
     setup(args)
     from test_grading_insights_unit import COURSE, make_gradebook, random_class
 
-    from transformer_lab.grading.record.insights import write_report
+    from transformer_lab.grading.channels.insights_page import write_report
 
     students = 20 if args.quick else args.students
     folder = Path(tempfile.mkdtemp(prefix="tlab-insights-"))

@@ -272,7 +272,7 @@ def feedback_page(dest_dir: Path) -> Path:
     from nbgrader.server_extensions.formgrader import __file__ as formgrader_file
     from traitlets.config import Config
 
-    from transformer_lab.grading.record.feedback import SanitizedHTMLExporter
+    from transformer_lab.grading.channels.feedback import SanitizedHTMLExporter
     from transformer_lab.widgets import _common as ui
     from transformer_lab.widgets.a11y import figure_html
 

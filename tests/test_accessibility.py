@@ -13,7 +13,7 @@ import re
 import nbformat
 import pytest
 
-from transformer_lab.grading.record import page_style
+from transformer_lab.grading.channels import page_style
 from transformer_lab.widgets import _common as ui
 from transformer_lab.widgets import a11y
 

@@ -23,7 +23,7 @@ import pytest
 
 from transformer_lab import cli
 from transformer_lab.grading.autograde import GradeOptions, grade
-from transformer_lab.grading.record.feedback import CSP, sanitize_html
+from transformer_lab.grading.channels.feedback import CSP, sanitize_html
 from transformer_lab.grading.record.report import GRADED, NEEDS_REVIEW
 
 REPO = Path(__file__).resolve().parents[1]

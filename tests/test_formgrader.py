@@ -19,8 +19,8 @@ import pytest
 from traitlets.config import Config
 from traitlets.config.loader import PyFileConfigLoader
 
-from transformer_lab.grading.record.export import _alembic_on_path
-from transformer_lab.grading.record.formgrader import REFUSAL, TlabOnlyExporter
+from transformer_lab.grading.channels.formgrader import REFUSAL, TlabOnlyExporter
+from transformer_lab.grading.record.gradebook import alembic_on_path
 
 REPO = Path(__file__).resolve().parents[1]
 A = "01_topic"
@@ -43,7 +43,7 @@ def test_the_formgrader_autograde_button_is_refused_and_changes_nothing(tmp_path
     from nbgrader.apps import NbGraderAPI
     from nbgrader.coursedir import CourseDirectory
 
-    _alembic_on_path()
+    alembic_on_path()
     root = tmp_path / "course"
     cfg = _course(root)
     before = sorted(p.relative_to(root) for p in root.rglob("*"))
@@ -96,7 +96,7 @@ def test_in_chromium_the_flag_shows_and_the_autograde_button_is_refused(chromium
         StudentResult,
     )
 
-    _alembic_on_path()
+    alembic_on_path()
     root = tmp_path / "course"
     _course(root)
     url = f"sqlite:///{root / 'gradebook.db'}"

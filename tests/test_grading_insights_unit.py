@@ -1,4 +1,4 @@
-"""``tlab insights`` counted in-process on hand-made gradebooks (grading/record/insights*.py).
+"""``tlab insights`` counted in-process on hand-made gradebooks (grading/channels/insights*.py).
 
 ``make_gradebook`` writes nbgrader's tables and tlab's verdicts directly (bulk SQL, no
 grading): these tests, and benchmarks/bench_insights.py's class of 500, use it.
@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from transformer_lab.grading.record import insights
+from transformer_lab.grading.channels import insights, insights_page
+from transformer_lab.grading.channels.insights import GENERIC, mistake_name
+from transformer_lab.grading.channels.insights_page import PageOptions, render_page
 from transformer_lab.grading.record.decisions import Decision, record_decision
-from transformer_lab.grading.record.insights import GENERIC, mistake_name
-from transformer_lab.grading.record.insights_page import PageOptions, render_page
 
 COURSE = "course101"
 OVER_DIM = "softmax taken over dimension 0 instead of dim=-1: the slices along `dim` must sum to 1"
@@ -41,13 +41,13 @@ def make_gradebook(url: str, plan: dict, names: dict | None = None, course: str 
     from nbgrader.api import Gradebook
     from sqlalchemy import create_engine, text
 
-    from transformer_lab.grading.record.export import _alembic_on_path
+    from transformer_lab.grading.record.gradebook import alembic_on_path
 
     file = Path(url.removeprefix("sqlite:///")) if url.startswith("sqlite:///") else None
     if file is not None and _EMPTY.get(course):
         shutil.copy(_EMPTY[course], file)  # nbgrader's schema takes seconds to create
     else:
-        _alembic_on_path()  # nbgrader runs alembic to create its tables
+        alembic_on_path()  # nbgrader runs alembic to create its tables
         with Gradebook(url, course):
             pass
         if file is not None:
@@ -254,7 +254,7 @@ def test_csv_rows_are_neutralised(tmp_path):
     plan = small_class()
     plan["01_self_attention"]["students"]["s6"]["softmax_tests"] = (0.0, [bad("=HYPERLINK(1)")])
     make_gradebook(url, plan)
-    csv_path, html_path, _ = insights.write_report(url, COURSE, tmp_path / "reports", "01")
+    csv_path, html_path, _ = insights_page.write_report(url, COURSE, tmp_path / "reports", "01")
     assert csv_path.name == "01_self_attention_insights.csv"
     rows = list(csv.DictReader(csv_path.open(encoding="utf-8")))
     assert {r["mistake"] for r in rows} >= {"'=HYPERLINK(1)", "overflow"}
@@ -285,7 +285,7 @@ def test_page_is_self_contained_anonymous_and_described(gradebook):
 
 def test_unknown_assignment_is_a_clear_error(gradebook, tmp_path):
     with pytest.raises(ValueError, match="expected an assignment of the gradebook"):
-        insights.write_report(gradebook, COURSE, tmp_path, "07")
+        insights_page.write_report(gradebook, COURSE, tmp_path, "07")
 
 
 def random_class(n_students: int, notebooks: int, seed: int = 0) -> dict:
@@ -318,7 +318,7 @@ def random_class(n_students: int, notebooks: int, seed: int = 0) -> dict:
 def test_whole_course_report(tmp_path):
     url = f"sqlite:///{tmp_path / 'g.db'}"
     make_gradebook(url, random_class(12, 3))
-    csv_path, html_path, found = insights.write_report(url, COURSE, tmp_path, below=0.5)
+    csv_path, html_path, found = insights_page.write_report(url, COURSE, tmp_path, below=0.5)
     assert csv_path.name == "course_insights.csv" and len(found) == 3
     page = html_path.read_text(encoding="utf-8")
     assert page.count("<img ") == len(found) + 1  # scores per assignment, the map

@@ -13,9 +13,9 @@ from pathlib import Path
 from nbgrader.api import Gradebook
 
 from transformer_lab import cli
-from transformer_lab.grading.record.export import _alembic_on_path
+from transformer_lab.grading.channels.roster import read_roster
+from transformer_lab.grading.record.gradebook import alembic_on_path
 from transformer_lab.grading.record.report import GRADED, NEEDS_REVIEW, GradingReport, StudentResult
-from transformer_lab.grading.record.roster import read_roster
 
 A = "01_topic"
 COURSE = "lms-test"
@@ -60,7 +60,7 @@ Cyrus,Cy,cy,,,cy@uni.example,-,1700000000
 
 
 def _course(root: Path) -> tuple[Path, str]:
-    _alembic_on_path()
+    alembic_on_path()
     root.mkdir(parents=True, exist_ok=True)
     url = f"sqlite:///{root / 'gradebook.db'}"
     (root / "nbgrader_config.py").write_text(

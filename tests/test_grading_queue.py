@@ -265,7 +265,7 @@ def test_two_tlab_grade_processes_grade_each_submission_once(tmp_path, bwrap):
     report = GradingReport.load(root, A)
     if sorted(report.students) != ["ada", "ben", "cy", "eve"]:
         # Found by this test: save_merged merges the two processes' rows under a lock, but
-        # record/ledger.settle then saves the process's own report again, unmerged (and
+        # channels/publish.settle then saves the process's own report again, unmerged (and
         # GradingReport.save writes every process's copy through one .json.tmp), so whichever
         # process settles last drops the other's rows. The change is asked for in ledger.py.
         pytest.xfail(

@@ -21,7 +21,7 @@ import pytest
 from nbgrader.api import Gradebook
 
 from transformer_lab import cli
-from transformer_lab.grading.record.export import _alembic_on_path
+from transformer_lab.grading.record.gradebook import alembic_on_path
 from transformer_lab.grading.record.ledger import score_history
 from transformer_lab.grading.record.report import GRADED, NEEDS_REVIEW, GradingReport, StudentResult
 
@@ -74,7 +74,7 @@ def _autograded(path: Path, timeout_in: str | None) -> None:
 
 
 def _course(root: Path, url: str) -> Path:
-    _alembic_on_path()
+    alembic_on_path()
     root.mkdir(parents=True, exist_ok=True)
     (root / "nbgrader_config.py").write_text(
         f"c = get_config()\nc.CourseDirectory.course_id = {COURSE!r}\n"
@@ -109,8 +109,8 @@ def _course(root: Path, url: str) -> Path:
         _autograded(root / "autograded" / sid / A / f"{A}.ipynb", "ben" if flagged else None)
     report.graded_now = sorted(report.students)
     report.save(root)
+    from transformer_lab.grading.channels.publish import settle
     from transformer_lab.grading.record.decisions import sync_flags
-    from transformer_lab.grading.record.ledger import settle
 
     sync_flags(url, COURSE, report, report.graded_now)
     settle(root, report, "graded by tlab grade", "tlab grade")
@@ -292,7 +292,7 @@ def test_a_check_module_is_part_of_the_version(tmp_path, monkeypatch):
 
 
 def test_the_feedback_page_wraps_long_messages():
-    from transformer_lab.grading.record.feedback import sanitize_page
+    from transformer_lab.grading.channels.feedback import sanitize_page
 
     page = sanitize_page("<html><head><style>p{}</style></head><body><pre>x</pre></body></html>")
     assert "white-space: pre-wrap" in page

@@ -89,10 +89,9 @@ def test_the_postgres_recipe_runs_as_written_without_root(postgresql):
         url = lines[-1].removeprefix("URL=")
         assert url == f"postgresql+psycopg:///transformer_lab?host={home}/pgdata"
 
-        from transformer_lab.grading.record.export import _alembic_on_path
-        from transformer_lab.grading.record.gradebook import graded_in_gradebook
+        from transformer_lab.grading.record.gradebook import alembic_on_path, graded_in_gradebook
 
-        _alembic_on_path()
+        alembic_on_path()
         assert graded_in_gradebook(url, "transformer-lab", "01_self_attention") == set()
     finally:
         pg = "PGBIN=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n 1)\n"

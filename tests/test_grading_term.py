@@ -14,7 +14,7 @@ from nbgrader.api import Gradebook
 
 from transformer_lab import cli
 from transformer_lab.grading.record import decisions
-from transformer_lab.grading.record.export import _alembic_on_path
+from transformer_lab.grading.record.gradebook import alembic_on_path
 from transformer_lab.grading.record.report import GRADED, NEEDS_REVIEW, GradingReport, StudentResult
 
 A = "01_topic"
@@ -22,7 +22,7 @@ COURSE = "term-test"
 
 
 def _course(root: Path, url: str) -> Path:
-    _alembic_on_path()  # nbgrader runs `alembic` when it creates a gradebook
+    alembic_on_path()  # nbgrader runs `alembic` when it creates a gradebook
     root.mkdir(parents=True, exist_ok=True)
     (root / "nbgrader_config.py").write_text(
         f"c = get_config()\nc.CourseDirectory.course_id = {COURSE!r}\n"
@@ -210,7 +210,7 @@ def test_the_guides_postgres_steps_run_as_written(pg_server, tmp_path):
         ).fetchone()
     assert row == (True, True, "transformer_lab")
     url = f"postgresql+psycopg://grader@/transformer_lab?host={pg_server.dir}"
-    _alembic_on_path()
+    alembic_on_path()
     from transformer_lab.grading.record.gradebook import graded_in_gradebook
 
     assert graded_in_gradebook(url, COURSE, A) == set()  # nbgrader made its tables as grader

@@ -26,7 +26,7 @@ CORE = {
 ABOVE_THE_CORE = ("lessons", "checks", "grading", "widgets", "train", "cli", "data", "pretrained")
 COURSE_SUPPORT = {"data", "train", "threads", "pretrained", "checkpoints", "widgets", "checks"}
 COURSE_SUPPORT |= {"grading", "lessons", "cli", "utils"}
-PRIVATE = {"__init__", "_mode", "_renames", "_validate"}
+PRIVATE = {"__init__", "_mode", "_renames", "_validate", "_hugepages"}
 
 
 def _is_core(module: str) -> bool:
@@ -83,4 +83,17 @@ def test_an_old_grading_module_name_still_imports_in_the_grading_process():
         "print(cls.__module__, 'torch' in sys.modules)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.split() == ["transformer_lab.grading.record.feedback", "False"]
+    assert out.stdout.split() == ["transformer_lab.grading.channels.feedback", "False"]
+
+
+def test_the_record_never_imports_its_channels():
+    """grading/record/ is the grade record; grading/channels/ is derived from it, not the reverse."""
+    edges = graph()
+    bad = sorted(
+        f"{m} -> {t}"
+        for m, targets in edges.items()
+        if m.startswith("transformer_lab.grading.record")
+        for t in targets
+        if t.startswith("transformer_lab.grading.channels")
+    )
+    assert not bad, f"the record reaches into its channels: {bad}"

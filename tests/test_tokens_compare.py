@@ -10,7 +10,6 @@ from torch import nn
 
 from transformer_lab import bpe
 from transformer_lab.data import load_shakespeare, shakespeare
-from transformer_lab.models import GPT, GPTConfig
 from transformer_lab.lessons.tokens_compare import (
     chars_per_token,
     encode_bpe,
@@ -18,6 +17,7 @@ from transformer_lab.lessons.tokens_compare import (
     loss_per_char,
     train_tokens_model,
 )
+from transformer_lab.models import GPT, GPTConfig
 
 
 class Bigram(nn.Module):

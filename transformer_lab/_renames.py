@@ -120,13 +120,13 @@ _GRADING_MOVES = {
     "source_facts": "scan.source_facts",
     "database": "record.gradebook",
     "decisions": "record.decisions",
-    "review_command": "record.review",
-    "roster": "record.roster",
+    "review_command": "channels.review",
+    "roster": "channels.roster",
     "report": "record.report",
-    "export": "record.export",
-    "feedback": "record.feedback",
+    "export": "channels.export",
+    "feedback": "channels.feedback",
     "outcome": "record.outcome",
-    "formgrader_guard": "record.formgrader",
+    "formgrader_guard": "channels.formgrader",
 }
 MOVED_MODULES.update(
     {

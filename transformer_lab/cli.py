@@ -148,8 +148,8 @@ def _cmd_extend(args) -> int:
 
 def _record_of(args):
     from transformer_lab.grading.record.decisions import course_id_of
-    from transformer_lab.grading.record.export import _alembic_on_path
     from transformer_lab.grading.record.gradebook import (
+        alembic_on_path,
         check_database,
         gradebook_url,
         guard_gradebook,
@@ -158,14 +158,14 @@ def _record_of(args):
     root = _root(args)
     url = gradebook_url(root)
     check_database(url)
-    _alembic_on_path()
+    alembic_on_path()
     guard_gradebook(url)
     return root, url, course_id_of(root)
 
 
 def _resettle(root, assignment: str, why: str, by: str | None, students=None) -> None:
     """Graded submissions get the new rule at once: gradebook, pages, history, report."""
-    from transformer_lab.grading.record.ledger import settle
+    from transformer_lab.grading.channels.publish import settle
     from transformer_lab.grading.record.report import GradingReport
 
     report = GradingReport.load(root, assignment)
@@ -175,7 +175,7 @@ def _resettle(root, assignment: str, why: str, by: str | None, students=None) ->
 
 
 def _cmd_export(args) -> int:
-    from transformer_lab.grading.record.export import export
+    from transformer_lab.grading.channels.export import export
 
     formats = ("canvas", "moodle") if args.format == "all" else (args.format,)
     canvas_ids = {}
@@ -227,7 +227,7 @@ def _cmd_export(args) -> int:
 
 
 def _cmd_review(args) -> int:
-    from transformer_lab.grading.record.review import review
+    from transformer_lab.grading.channels.review import review
 
     print(
         review(
@@ -244,7 +244,7 @@ def _cmd_review(args) -> int:
 
 
 def _cmd_roster(args) -> int:
-    from transformer_lab.grading.record.roster import import_roster
+    from transformer_lab.grading.channels.roster import import_roster
 
     lms, n, strangers = import_roster(_root(args), args.file, args.id_column)
     print(
@@ -259,7 +259,7 @@ def _cmd_roster(args) -> int:
 
 
 def _cmd_insights(args) -> int:
-    from transformer_lab.grading.record.insights import write_report
+    from transformer_lab.grading.channels.insights_page import write_report
 
     root, url, course = _record_of(args)
     try:

@@ -8,11 +8,14 @@
     run/        2. the submission run in a bubblewrap sandbox by lanes of grading processes
     decide/     3. every point decided here, outside the kernel: the judge and its calls
     scan/       the code scan: where a flag for a person is raised (never a lost point)
-    record/     4. the instructor's record: gradebook, review decisions, roster, feedback,
-                reports and LMS exports
+    record/     4. the instructor's record: the gradebook, decisions, the decided grade and
+                its history, due dates, the report
+    channels/   what people see, derived from the record: feedback pages, the formgrader,
+                ``tlab review``, roster and LMS exports, class insights
+    inert       text from a submission made inert for the terminal and for CSV files
 
-Imports run one way: ``autograde`` and ``record`` may import any step; ``run`` imports
-``preflight``, ``decide`` and ``scan``; ``decide`` imports the checks (and so PyTorch);
+Imports run one way: ``autograde`` may import any step; ``channels`` imports ``record``;
+``run`` imports ``preflight``, ``decide`` and ``scan``; ``decide`` imports the checks (and so PyTorch);
 ``preflight`` and ``scan`` import only the standard library and nbformat. Nothing here is
 imported by ``import transformer_lab``; the CLI imports it lazily.
 """

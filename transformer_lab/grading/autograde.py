@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from transformer_lab.grading.authoring.release import compare_trees
+from transformer_lab.grading.channels.insights import store_verdicts
 from transformer_lab.grading.course import (
     CourseError,
     assignment_notebooks,
@@ -42,7 +43,6 @@ from transformer_lab.grading.record.gradebook import (
     check_driver_available,
     gradebook_url,
 )
-from transformer_lab.grading.record.insights import store_verdicts
 from transformer_lab.grading.record.outcome import (
     backup,
     classify_failure,
@@ -439,7 +439,8 @@ def _record_hand_in_and_tests(plan: _Plan, sid: str, result) -> None:
 def _settle_record(plan: _Plan) -> None:
     """Test versions stored for the submissions graded now; kept ones marked; the decided
     grade written to the gradebook, the feedback pages, the history and the report."""
-    from transformer_lab.grading.record.ledger import autograded_scores, settle
+    from transformer_lab.grading.channels.publish import settle
+    from transformer_lab.grading.record.ledger import autograded_scores
     from transformer_lab.grading.record.report import GRADED
     from transformer_lab.grading.record.test_versions import store_versions
 
@@ -462,10 +463,13 @@ def _settle_record(plan: _Plan) -> None:
 def _gradebook_state(root: Path, url: str, assignment: str, report) -> tuple[set[str], str]:
     """(students graded in the gradebook, course id); warns when the gradebook URL changed."""
     from transformer_lab.grading.record.decisions import course_id_of
-    from transformer_lab.grading.record.export import _alembic_on_path
-    from transformer_lab.grading.record.gradebook import graded_in_gradebook, redacted
+    from transformer_lab.grading.record.gradebook import (
+        alembic_on_path,
+        graded_in_gradebook,
+        redacted,
+    )
 
-    _alembic_on_path()
+    alembic_on_path()
     course_id = course_id_of(root)
     seen = report.store_path(root, assignment).with_suffix(".gradebook")
     before = seen.read_text(encoding="utf-8").strip() if seen.is_file() else ""

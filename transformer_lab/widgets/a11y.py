@@ -11,7 +11,7 @@
   a small script (``SHIM_JS``) run by an Output widget: ipywidgets 8 has no API to name a
   slider's handle, give it a readable ``aria-valuetext``, keep notebook shortcuts out of a
   focused control or mark a live region (see docs/accessibility.md for the upstream report).
-The feedback page's own style is the grader's: ``grading/record/page_style.py``.
+The feedback page's own style is the grader's: ``grading/channels/page_style.py``.
 
 No network: the script is inline, nothing is loaded from a CDN.
 """

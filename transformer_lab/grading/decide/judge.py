@@ -66,7 +66,7 @@ class Verdict:
     seconds: float = 0.0
     requests: int = 0
     mistake: str | None = None  # the failing check's named mistake (CheckFailed.message)
-    checks: list[dict] = field(default_factory=list)  # each check decided: record/insights.py
+    checks: list[dict] = field(default_factory=list)  # each check decided: channels/insights.py
 
 
 def visible_source(source: str) -> str:
@@ -238,7 +238,7 @@ def _fail(verdict: Verdict, failure: str, flag: str = "") -> bool:
 
 
 def _decided(check: str, hidden: bool, passed: bool, verdict: Verdict) -> dict:
-    """One decided check as plain data, for the class's insights (record/insights.py)."""
+    """One decided check as plain data, for the class's insights (channels/insights.py)."""
     said = "" if passed else (verdict.failure.splitlines() or [""])[0]
     mistake = None if passed else verdict.mistake
     return {"check": check, "hidden": hidden, "passed": passed, "mistake": mistake, "message": said}

@@ -53,6 +53,17 @@ class Decision:
     decided_by: str
     decided_at: str
 
+    def describe(self) -> str:
+        """The decision in words: what was decided, by whom, when and why."""
+        if self.decision == FLAGGED:
+            return f"flagged by {self.decided_by} at {self.decided_at}: {self.note}"
+        what = {
+            ACCEPT: "score accepted",
+            OVERRIDE: f"score set to {self.score:g}" if self.score is not None else "override",
+        }
+        done = what.get(self.decision, "resolved in the formgrader")
+        return f"{done} by {self.decided_by} at {self.decided_at}: {self.note}"
+
 
 def _table():
     from sqlalchemy import Column, Float, Integer, MetaData, String, Table, Text
@@ -212,7 +223,7 @@ def sync_flags(url: str, course_id: str, report: GradingReport, students: list[s
 
 
 def _clear_manual(notebooks) -> None:
-    """Remove the manual scores tlab wrote for an override (see ledger.settle)."""
+    """Remove the manual scores tlab wrote for an override (see channels/publish.settle)."""
     for nb in notebooks:
         for grade in nb.grades:
             grade.manual_score = None
@@ -290,11 +301,5 @@ def course_id_of(root: Path) -> str:
 
 
 def describe(d: Decision) -> str:
-    """One decision in words: what was decided, by whom, when and why."""
-    if d.decision == FLAGGED:
-        return f"flagged by {d.decided_by} at {d.decided_at}: {d.note}"
-    what = {
-        ACCEPT: "score accepted",
-        OVERRIDE: f"score set to {d.score:g}" if d.score is not None else "override",
-    }
-    return f"{what.get(d.decision, 'resolved in the formgrader')} by {d.decided_by} at {d.decided_at}: {d.note}"
+    """One decision in words (:meth:`Decision.describe`)."""
+    return d.describe()

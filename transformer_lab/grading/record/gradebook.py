@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import sys
 import threading
 from pathlib import Path
 
@@ -357,3 +358,11 @@ def graded_in_gradebook(url: str, course_id: str, assignment: str) -> set[str]:
 def redacted(url: str) -> str:
     """``url`` without its password, safe to print and to store."""
     return _redact(url)
+
+
+def alembic_on_path() -> None:
+    """nbgrader runs its environment's ``alembic`` command when it meets an empty database: put
+    this Python's scripts folder on PATH (a venv's Python called by path has it missing)."""
+    scripts = str(Path(sys.executable).parent)
+    if scripts not in os.environ.get("PATH", "").split(os.pathsep):
+        os.environ["PATH"] = os.pathsep.join([scripts, os.environ.get("PATH", "")])

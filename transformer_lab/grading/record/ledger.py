@@ -1,9 +1,11 @@
-"""The grade record: one decided grade per submission, and every channel derived from it.
+"""The grade record: one decided grade per submission, and its history.
 
 A submission's grade is decided from, in order: its autograded score (``tlab grade``'s report
 and nbgrader's gradebook), the instructor's latest decision on that very submission
 (:mod:`.decisions`), and the late policy with the student's extension (:mod:`.late`). The
-decided grade (:class:`FinalGrade`) is then written to every channel by :func:`settle`:
+decided grade (:class:`FinalGrade`) is then written to every channel by
+``channels/publish.settle``, with this module's :func:`write_gradebook` and
+:func:`append_history`:
 
 - nbgrader's gradebook: an override becomes the manual score of the submission's graded cells
   (so the formgrader, nbgrader's export and nbgrader's own ``generate_feedback`` show it); the
@@ -11,9 +13,9 @@ decided grade (:class:`FinalGrade`) is then written to every channel by :func:`s
   nbgrader's ``timestamp`` and ``extension``;
 - the feedback pages in ``feedback/`` (what ``nbgrader release_feedback`` sends): the decided
   grade in the heading, and a box saying how it was decided; a flagged submission without a
-  decision says "under review" and shows no final grade (:mod:`.feedback_record`);
+  decision says "under review" and shows no final grade (``channels/publish``);
 - the report CSV (``status`` ``reviewed`` and the decided ``score``, the autograded score
-  beside it) and the LMS files (:mod:`.export`);
+  beside it) and the LMS files (``channels/export``);
 - the history (table ``tlab_score_history``): every change of the decided grade, old and new,
   what changed it, who and when.
 """
@@ -27,9 +29,17 @@ from pathlib import Path
 from transformer_lab.grading.record.decisions import ACCEPT, FORMGRADER, OVERRIDE, Decision
 from transformer_lab.grading.record.late import LatePolicy, lateness
 from transformer_lab.grading.record.report import GRADED, NEEDS_REVIEW, GradingReport
-from transformer_lab.grading.record.tables import connect, now, whoami
+from transformer_lab.grading.record.tables import connect, now
 
-__all__ = ["FinalGrade", "final_grade", "final_grades", "settle", "score_history", "REVIEWED"]
+__all__ = [
+    "FinalGrade",
+    "final_grade",
+    "final_grades",
+    "write_gradebook",
+    "append_history",
+    "score_history",
+    "REVIEWED",
+]
 
 REVIEWED = "reviewed"  # needs_review, and a person has decided: the decided grade holds
 UNDER_REVIEW = NEEDS_REVIEW
@@ -128,34 +138,7 @@ def _gradebook_scores(url: str, course: str, assignment: str) -> dict[str, float
 # -- settling: the decided grade written to every channel ---------------------------------------
 
 
-def settle(
-    root: Path,
-    report: GradingReport,
-    why: str,
-    by: str = "",
-    students: list[str] | None = None,
-) -> dict[str, FinalGrade]:
-    """Write every student's decided grade to the gradebook, the feedback pages, the history
-    and the report CSV; ``students`` (default: all) are the ones whose gradebook rows and pages
-    are brought up to date. ``why`` and ``by`` go into the history of every changed grade."""
-    from transformer_lab.grading.course import read_course_dirs
-    from transformer_lab.grading.record.decisions import course_id_of
-    from transformer_lab.grading.record.feedback_record import refresh_pages
-    from transformer_lab.grading.record.gradebook import gradebook_url
-
-    root = Path(root)
-    url, course = gradebook_url(root), course_id_of(root)
-    wanted = sorted(report.students) if students is None else list(students)
-    _write_gradebook(url, course, report, wanted, root)
-    finals = final_grades(root, report)
-    _append_history(url, course, report.assignment, finals, why, whoami(by))
-    refresh_pages(root, read_course_dirs(root), report, finals, wanted)
-    report.finals = finals
-    report.save(root)
-    return finals
-
-
-def _write_gradebook(url, course, report, students, root) -> None:
+def write_gradebook(url, course, report, students, root) -> None:
     """Overrides as manual scores, the hand-in time, extension and late penalty in nbgrader."""
     from nbgrader.api import Gradebook, MissingEntry
 
@@ -228,7 +211,7 @@ def _set_late(submission, row, policy: LatePolicy) -> None:
         nb.late_submission_penalty = round(float(nb.score) * (1.0 - factor), 2) or None
 
 
-def _append_history(url, course, assignment, finals, why: str, by: str) -> None:
+def append_history(url, course, assignment, finals, why: str, by: str) -> None:
     last = {sid: h[-1] for sid, h in score_history(url, course, assignment).items() if h}
     rows = []
     for sid, f in sorted(finals.items()):

@@ -75,7 +75,7 @@ class GradingReport:
     # needs_review submissions a person has decided on (student -> the decision, in words):
     # read from the gradebook's decisions table by ``tlab grade`` (decisions.py), not stored
     reviewed: dict[str, str] = field(default_factory=dict)
-    # each student's decided grade (ledger.FinalGrade), set by ledger.settle: the CSV's status
+    # each student's decided grade (ledger.FinalGrade), set by channels/publish.settle: the CSV's status
     # and score are the decided ones when it is known, the autograded score beside them
     finals: dict = field(default_factory=dict)
 
@@ -127,9 +127,7 @@ class GradingReport:
         if final is not None:
             status, score = final.status, final.score
             if final.decision is not None:
-                from transformer_lab.grading.record.decisions import describe
-
-                decision = describe(final.decision)
+                decision = final.decision.describe()
             penalty = _num(final.late_penalty) if final.late_seconds > 0 else ""
         notes = r.notes + ([r.tests_note] if r.tests_note else [])
         return {

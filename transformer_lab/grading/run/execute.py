@@ -265,7 +265,7 @@ class GuardedExecute(Execute):
             "failure": verdict.failure,
             "seconds": verdict.seconds,
             "requests": verdict.requests,
-            "checks": verdict.checks,  # each check decided (record/insights.py)
+            "checks": verdict.checks,  # each check decided (channels/insights.py)
         }
 
     def _remote_send(self, payload: str, timeout: float) -> str:

@@ -162,8 +162,8 @@ def import_roster(
 
     from transformer_lab.grading.course import read_course_dirs
     from transformer_lab.grading.record.decisions import course_id_of
-    from transformer_lab.grading.record.export import _alembic_on_path
     from transformer_lab.grading.record.gradebook import (
+        alembic_on_path,
         check_database,
         gradebook_url,
         guard_gradebook,
@@ -172,7 +172,7 @@ def import_roster(
     lms, entries = read_roster(Path(path), id_column)
     url, course = gradebook_url(root), course_id_of(root)
     check_database(url)
-    _alembic_on_path()
+    alembic_on_path()
     guard_gradebook(url)
     with Gradebook(url, course) as gb:
         for e in entries:

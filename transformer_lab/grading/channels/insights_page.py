@@ -18,10 +18,19 @@ import base64
 import html
 import io
 from dataclasses import dataclass
+from pathlib import Path
 
-from transformer_lab.grading.record.insights import GENERIC, Insights
+from transformer_lab.grading.channels.insights import (
+    GENERIC,
+    Insights,
+    assignments_in,
+    count,
+    read_class,
+    resolve_assignment,
+    write_csv,
+)
 
-__all__ = ["PageOptions", "render_page"]
+__all__ = ["PageOptions", "render_page", "write_report"]
 
 BLUE, VERMILLION, ORANGE = "#0072B2", "#D55E00", "#E69F00"  # Okabe-Ito
 GREY = "#595959"  # 7:1 on white
@@ -284,3 +293,21 @@ def render_page(all_insights: list[Insights], options: PageOptions) -> str:
         f"<title>{html.escape(title)}</title><style>{CSS}</style></head>"
         f"<body><main>{body}</main></body></html>\n"
     )
+
+
+def write_report(url: str, course_id: str, reports: Path, assignment: str | None = None,
+                 names: bool = False, below: float | None = None) -> tuple[Path, Path, list]:  # fmt: skip
+    """``reports/A_insights.csv`` and ``.html`` for one assignment (``course_insights.*`` for
+    every assignment with submissions); returns both paths and the counts."""
+    known = assignments_in(url, course_id)
+    chosen = [resolve_assignment(assignment, known)] if assignment else known
+    if not chosen:
+        raise ValueError("expected a gradebook with graded submissions, but it has none")
+    all_insights = [count(read_class(url, course_id, a)) for a in chosen]
+    stem = chosen[0] if assignment else "course"
+    csv_path = write_csv(all_insights, reports / f"{stem}_insights.csv")
+    title = f"What the class got wrong: {stem if assignment else 'the course'}"
+    page = render_page(all_insights, PageOptions(names=names, below=below, title=title))
+    html_path = reports / f"{stem}_insights.html"
+    html_path.write_text(page, encoding="utf-8")
+    return csv_path, html_path, all_insights

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from transformer_lab.grading.channels.publish import settle
 from transformer_lab.grading.record.decisions import (
     ACCEPT,
     OVERRIDE,
@@ -20,7 +21,7 @@ from transformer_lab.grading.record.decisions import (
     record_decision,
     sync_flags,
 )
-from transformer_lab.grading.record.ledger import describe_change, score_history, settle
+from transformer_lab.grading.record.ledger import describe_change, score_history
 from transformer_lab.grading.record.report import NEEDS_REVIEW, GradingReport
 
 __all__ = ["review"]

@@ -415,23 +415,3 @@ def resolve_assignment(wanted: str, known: list[str]) -> str:
     if not found:
         raise ValueError(f"expected an assignment of the gradebook ({listed}), but got {wanted!r}")
     raise ValueError(f"{wanted!r} names several assignments ({', '.join(found)}); give one in full")
-
-
-def write_report(url: str, course_id: str, reports: Path, assignment: str | None = None,
-                 names: bool = False, below: float | None = None) -> tuple[Path, Path, list]:  # fmt: skip
-    """``reports/A_insights.csv`` and ``.html`` for one assignment (``course_insights.*`` for
-    every assignment with submissions); returns both paths and the counts."""
-    from transformer_lab.grading.record.insights_page import PageOptions, render_page
-
-    known = assignments_in(url, course_id)
-    chosen = [resolve_assignment(assignment, known)] if assignment else known
-    if not chosen:
-        raise ValueError("expected a gradebook with graded submissions, but it has none")
-    all_insights = [count(read_class(url, course_id, a)) for a in chosen]
-    stem = chosen[0] if assignment else "course"
-    csv_path = write_csv(all_insights, reports / f"{stem}_insights.csv")
-    title = f"What the class got wrong: {stem if assignment else 'the course'}"
-    page = render_page(all_insights, PageOptions(names=names, below=below, title=title))
-    html_path = reports / f"{stem}_insights.html"
-    html_path.write_text(page, encoding="utf-8")
-    return csv_path, html_path, all_insights

@@ -19,7 +19,7 @@ from nbconvert.exporters import HTMLExporter
 from nbgrader import utils
 from nbgrader.preprocessors import NbGraderPreprocessor
 
-from transformer_lab.grading.record.page_style import accessible_feedback_page
+from transformer_lab.grading.channels.page_style import accessible_feedback_page
 
 __all__ = [
     "ClearHiddenTracebacks",
@@ -166,12 +166,15 @@ class SanitizedHTMLExporter(HTMLExporter):
         # AA contrast, wrapped lines, alt text on every image, a language (issue 40)
         page = accessible_feedback_page(sanitize_page(output, str(name)))
         if self.config.get("GuardedExecute", {}).get("hidden_secret"):
-            return page, resources  # tlab grade: its record step writes the box (ledger.settle)
+            return (
+                page,
+                resources,
+            )  # tlab grade: its record step writes the box (channels/publish.settle)
         return _with_record(page, info, self.log), resources
 
 
 def _with_record(page: str, info: dict, log) -> str:
-    """The page with the grade record applied (:mod:`.feedback_record`) when nbgrader's own
+    """The page with the grade record applied (:mod:`.publish`) when nbgrader's own
     ``generate_feedback`` writes it in the course folder; as written by nbgrader otherwise."""
     import os
     from pathlib import Path
@@ -181,8 +184,8 @@ def _with_record(page: str, info: dict, log) -> str:
     if not (student and assignment and (root / "nbgrader_config.py").is_file()):
         return page
     try:
+        from transformer_lab.grading.channels.publish import page_for
         from transformer_lab.grading.course import read_course_dirs
-        from transformer_lab.grading.record.feedback_record import page_for
 
         graded = root / read_course_dirs(root)["autograded"] / student / assignment
         return page_for(root, assignment, student, page, graded / f"{info.get('notebook')}.ipynb")

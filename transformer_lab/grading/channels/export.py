@@ -33,8 +33,6 @@ from the roster.
 
 from __future__ import annotations
 
-import os
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,6 +40,7 @@ from transformer_lab.grading.course import CourseError
 from transformer_lab.grading.inert import csv_writer
 from transformer_lab.grading.record.decisions import formgrader_resolutions
 from transformer_lab.grading.record.gradebook import (
+    alembic_on_path,
     check_database,
     gradebook_url,
     guard_gradebook,
@@ -194,7 +193,7 @@ def _checked_url(root: Path) -> str:
     except ValueError as exc:
         raise CourseError(str(exc)) from None
     check_database(url)
-    _alembic_on_path()
+    alembic_on_path()
     guard_gradebook(url)  # wait for a grading process's write instead of "database is locked"
     return url
 
@@ -203,7 +202,7 @@ def _students(url: str, course_id: str) -> dict[str, Student]:
     """nbgrader's students with what the rosters added (SIS User ID, section, Canvas's name)."""
     from nbgrader.api import Gradebook
 
-    from transformer_lab.grading.record.roster import roster_extras
+    from transformer_lab.grading.channels.roster import roster_extras
 
     with Gradebook(url, course_id) as gb:
         found = {
@@ -226,7 +225,8 @@ def _collect_assignment(root, url, course_id, name, students, grades: ClassGrade
     """One assignment's columns: the decided grade per notebook, or why there is none."""
     from nbgrader.api import Gradebook, MissingEntry
 
-    from transformer_lab.grading.record.ledger import final_grades, settle
+    from transformer_lab.grading.channels.publish import settle
+    from transformer_lab.grading.record.ledger import final_grades
 
     report = GradingReport.load(root, name)
     found = formgrader_resolutions(url, course_id, report)
@@ -261,13 +261,6 @@ def _collect_assignment(root, url, course_id, name, students, grades: ClassGrade
                 else:  # a notebook's share: the gradebook holds decisions as manual scores
                     factor = final.late_factor if final is not None else 1.0
                     grades.scores[key] = round(float(sub.score) * factor, 2)
-
-
-def _alembic_on_path() -> None:
-    # nbgrader runs its environment's `alembic` command when it meets an empty database.
-    scripts = str(Path(sys.executable).parent)
-    if scripts not in os.environ.get("PATH", "").split(os.pathsep):
-        os.environ["PATH"] = os.pathsep.join([scripts, os.environ.get("PATH", "")])
 
 
 def _num(x: float | None) -> str:

@@ -21,7 +21,16 @@ import re
 from html import escape
 from pathlib import Path
 
-__all__ = ["refresh_pages", "record_box", "cell_facts"]
+from transformer_lab.grading.record.ledger import (
+    FinalGrade,
+    append_history,
+    final_grades,
+    write_gradebook,
+)
+from transformer_lab.grading.record.report import GradingReport
+from transformer_lab.grading.record.tables import whoami
+
+__all__ = ["settle", "refresh_pages", "record_box", "cell_facts"]
 
 BEGIN, END = '<div class="tlab-record">', "</div><!--/tlab-record-->"
 _BOX = re.compile(re.escape(BEGIN) + r".*?" + re.escape(END) + r"\n?", re.S)
@@ -173,8 +182,6 @@ def refresh_pages(root: Path, dirs: dict, report, finals: dict, students: list[s
 
 def page_for(root: Path, assignment: str, student: str, page: str, autograded: Path) -> str:
     """``page`` (being written by nbgrader's ``generate_feedback``) with the record applied."""
-    from transformer_lab.grading.record.ledger import final_grades
-    from transformer_lab.grading.record.report import GradingReport
 
     report = GradingReport.load(root, assignment)
     row = report.students.get(student)
@@ -182,3 +189,29 @@ def page_for(root: Path, assignment: str, student: str, page: str, autograded: P
         return page
     final = final_grades(root, report).get(student)
     return apply_record(page, row, final, cell_facts(autograded))
+
+
+def settle(
+    root: Path,
+    report: GradingReport,
+    why: str,
+    by: str = "",
+    students: list[str] | None = None,
+) -> dict[str, FinalGrade]:
+    """Write every student's decided grade to the gradebook, the feedback pages, the history
+    and the report CSV; ``students`` (default: all) are the ones whose gradebook rows and pages
+    are brought up to date. ``why`` and ``by`` go into the history of every changed grade."""
+    from transformer_lab.grading.course import read_course_dirs
+    from transformer_lab.grading.record.decisions import course_id_of
+    from transformer_lab.grading.record.gradebook import gradebook_url
+
+    root = Path(root)
+    url, course = gradebook_url(root), course_id_of(root)
+    wanted = sorted(report.students) if students is None else list(students)
+    write_gradebook(url, course, report, wanted, root)
+    finals = final_grades(root, report)
+    append_history(url, course, report.assignment, finals, why, whoami(by))
+    refresh_pages(root, read_course_dirs(root), report, finals, wanted)
+    report.finals = finals
+    report.save(root)
+    return finals
