@@ -21,14 +21,26 @@ checked against the expected one. Measured in the same run:
   Its extra cost is compared with what the course states: one cell's time limit for the loop
   in a cell; the hang budget plus the short limit for every later cell for the function.
 
-The estimate for 500 students x 9 notebooks: CPU seconds per submission x 4,500 / cores (all
-cores busy), plus one run's fixed cost per notebook (per machine: shards run side by side).
+- **every notebook's CPU per submission** (00-09): its solution from ``solutions/`` handed in
+  twice and graded with one job; the run's CPU (the grading processes and this one, which runs
+  ``tlab grade``'s own part) over the two, plus the kernel's (a probe cell), and the run's fixed
+  cost (``--quick``: notebook 01 only, and it says so);
+- **two workers, one killed** (``--workers``, PostgreSQL: ``tests/pg_server.py``): two
+  ``tlab grade`` processes started at once on one class share the queue in the gradebook; one is
+  killed (SIGKILL, with its grading processes) while it holds a lease; a run started after it
+  takes up what the killed worker held: every submission graded and recorded exactly once.
+
+The term estimate, 500 students x 10 notebooks on one 16-core machine (``--jobs 16``): each
+notebook's CPU seconds per submission x 475 honest submissions, plus 25 hanging ones (5%) that
+each hold a lane (one core: the loop spins) for their stated limit twice (a timed-out
+submission is graded once more), over 16 cores; plus each notebook's fixed cost once.
 
 Targets: every submission gets its expected score with every job count; grading adds at most
 the time of one bare execution per submission (one job); a hanging submission costs no more
 than the stated limit. The machine is shared: each phase prints the load average.
 
     python benchmarks/bench_grading.py [--students 40] [--notebook 01_self_attention] [--quick]
+        [--notebooks 00_tokens_and_embeddings ...] [--no-workers]
 """
 
 from __future__ import annotations
@@ -53,6 +65,7 @@ THREADS_PROBE = (
     "print('THREADS', _torch.get_num_threads(), round(_time.process_time(), 2))"
 )
 ESTIMATE = dict(students=500, notebooks=9, cores=16, machines=8)
+TERM = dict(students=500, cores=16, hanging=0.05)  # every notebook 00-09
 
 
 def _answer_sources(solution: Path) -> dict[str, str]:
@@ -243,6 +256,139 @@ def stated_hang_limits(notebook_path: Path, timeout: float, budget: float) -> di
     }
 
 
+def notebook_cost(root: Path, notebook: str, copies: int = 2, **limits) -> dict:
+    """One notebook's solution (from ``solutions/``) handed in ``copies`` times and graded with
+    one job: CPU seconds per submission (the run's CPU over the copies, plus the kernel's from a
+    probe cell), the run's fixed cost, and whether every copy got the full score."""
+    import nbformat
+
+    _course(root, notebook)
+    for i in range(copies):
+        folder = root / "submitted" / f"s{i}" / notebook
+        shutil.copytree(root / "solutions" / notebook, folder)
+        path = folder / f"{notebook}.ipynb"
+        nb = nbformat.read(path, as_version=4)
+        nb.cells.append(nbformat.v4.new_code_cell(THREADS_PROBE))
+        nbformat.write(nb, path)
+    run = grade_class(root, notebook, 1, **limits)
+    kernel = [c for _, _, c in probes(root, notebook)]
+    rows = run["report"].students.values()
+    return {
+        "cpu": run["cpu"] / copies + (statistics.median(kernel) if kernel else float("nan")),
+        "kernel": statistics.median(kernel) if kernel else float("nan"),
+        "fixed": run["before_first"],
+        "wall": run["wall"] / copies,
+        "full": all(r.score == run["report"].max_score and r.score for r in rows),
+        "statuses": sorted({r.status for r in rows}),
+        "why": sorted({f"{r.score}/{run['report'].max_score} {r.reason[:200]}" for r in rows}),
+        "hang": stated_hang_limits(root / "notebooks" / notebook / f"{notebook}.ipynb", 30, 60.0),
+    }
+
+
+def term_estimate(costs: dict[str, dict], cores: int, students: int, hanging: float) -> dict:
+    """Hours for ``students`` x these notebooks on one machine of ``cores`` (see the module's
+    docstring): honest CPU and hanging lanes over the cores, plus each notebook's fixed cost."""
+    hangs = round(students * hanging)
+    honest = sum((students - hangs) * c["cpu"] for c in costs.values())
+    held = sum(hangs * 2 * c["hang"]["loop_function"] for c in costs.values())
+    fixed = sum(c["fixed"] for c in costs.values())
+    return {
+        "honest_h": honest / cores / 3600,
+        "hanging_h": held / cores / 3600,
+        "fixed_h": fixed / 3600,
+        "hours": (honest + held) / cores / 3600 + fixed / 3600,
+    }
+
+
+def two_workers(root: Path, notebook: str, students: int, lease: float = 5.0) -> dict:
+    """Two ``tlab grade`` processes on one class and one PostgreSQL queue; the first is killed
+    (with its grading processes) while it holds a lease on a submission and another is graded
+    but not yet recorded; a third run takes up both. Returns what each run graded and the
+    queue's rows (state, claims) per student."""
+    import contextlib
+    import re
+    import signal
+    import subprocess
+
+    sys.path.insert(0, str(REPO / "tests"))
+    from pg_server import PostgresServer, missing_reason
+
+    if missing_reason():
+        return {"skipped": missing_reason()}
+    with PostgresServer() as pg:
+        url = pg.create_database("bench")
+        _course(root, notebook)
+        with open(root / "nbgrader_config.py", "a") as fh:
+            fh.write(f"\nc.CourseDirectory.db_url = {url!r}\n")
+        for i in range(students):
+            shutil.copytree(
+                root / "solutions" / notebook, root / "submitted" / f"s{i:02d}" / notebook
+            )
+        env = dict(os.environ, TLAB_QUEUE_LEASE=str(lease))
+        command = [sys.executable, "-m", "transformer_lab.cli", "--root", str(root), "grade"]
+        command += [notebook, "--quiet"]
+
+        def start():
+            return subprocess.Popen(
+                command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                start_new_session=True,
+            )  # fmt: skip
+
+        started = time.perf_counter()
+        workers = [start(), start()]
+        deadline = time.monotonic() + 1800
+        # The first worker is killed with one submission graded (not recorded) and one in flight
+        # (with two students, --quick: one in flight).
+        wanted = {"graded", "leased"} if students > 2 else {"leased"}
+        while time.monotonic() < deadline and workers[0].poll() is None:
+            mine = _queue_rows(url, notebook, pid=workers[0].pid)
+            if wanted <= {state for state, _ in mine.values()}:
+                break
+            time.sleep(0.2)
+        held = {s: st for s, (st, _) in _queue_rows(url, notebook, workers[0].pid).items()}
+        with contextlib.suppress(ProcessLookupError):  # it may have finished first
+            os.killpg(workers[0].pid, signal.SIGKILL)
+        workers[0].communicate()
+        outs = {"survivor": workers[1].communicate()[0]}
+        rerun = subprocess.run(command, capture_output=True, text=True, env=env)
+        outs["rerun"] = rerun.stdout + rerun.stderr
+        wall = time.perf_counter() - started
+        rows = _queue_rows(url, notebook)
+        count = {k: int(m.group(1)) if (m := re.search(r"This run: (\d+)", v)) else 0
+                 for k, v in outs.items()}  # fmt: skip
+    from transformer_lab.grading.record.report import GradingReport
+
+    report = GradingReport.load(root, notebook)
+    return {
+        "held": held,
+        "graded": count,
+        "rows": rows,
+        "report": {s: (r.status, r.score) for s, r in report.students.items()},
+        "max_score": report.max_score,
+        "wall": wall,
+    }
+
+
+def _queue_rows(url: str, assignment: str, pid: int | None = None) -> dict:
+    """student -> (state, claims) in the queue at ``url`` (only worker process ``pid``'s)."""
+    from sqlalchemy import create_engine, text
+
+    engine = create_engine(url)
+    sql = "SELECT student, state, attempts, worker FROM tlab_work_queue WHERE assignment = :a"
+    try:
+        with engine.connect() as db:
+            rows = db.execute(text(sql), {"a": assignment}).all()
+    except Exception:  # noqa: BLE001 - not made yet
+        rows = []
+    finally:
+        engine.dispose()
+    return {
+        r.student: (r.state, r.attempts)
+        for r in rows
+        if pid is None or (r.worker or "").split(":")[1:2] == [str(pid)]
+    }
+
+
 def main() -> None:
     parser = base_parser(__doc__.splitlines()[0])
     parser.add_argument("--students", type=int, default=40)
@@ -252,6 +398,16 @@ def main() -> None:
     parser.add_argument("--timeout", type=int, default=30, help="per-cell limit (course default)")
     parser.add_argument("--budget", type=float, default=60.0, help="hang budget (course default)")
     parser.add_argument("--no-hang", action="store_true", help="skip the hanging submission")
+    every = sorted(p.name for p in (REPO / "solutions").iterdir() if p.name[:2].isdigit())
+    parser.add_argument(
+        "--notebooks",
+        nargs="*",
+        default=every,
+        help="notebooks whose CPU per submission to measure",
+    )
+    parser.add_argument("--no-class", action="store_true", help="skip the class of --notebook")
+    parser.add_argument("--no-workers", action="store_true", help="skip the two-worker run")
+    parser.add_argument("--worker-students", type=int, default=6)
     args = parser.parse_args()
     setup(args)
     hang_limits = dict(timeout=args.timeout, budget=args.budget)
@@ -260,6 +416,9 @@ def main() -> None:
         hang_limits = dict(timeout=3, budget=3.0)
     # nbgrader's child processes find `alembic` next to this interpreter.
     os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]])
+    if args.no_class:
+        finish(term_phases(args))
+        return
     from transformer_lab.grading.run.cpushare import cpu_share_backend
 
     cores = os.cpu_count() or 1
@@ -423,7 +582,65 @@ def main() -> None:
                 args.quick,
             )
         )
-    finish(results)
+    finish(results + term_phases(args))
+
+
+def term_phases(args) -> list[bool]:
+    """Every notebook's CPU per submission, the term estimate and the two-worker run."""
+    results = []
+    notebooks = args.notebooks
+    if args.quick:
+        notebooks = notebooks[1:2] or notebooks
+        print(f"--quick: CPU per submission of {', '.join(notebooks)} only, not every notebook")
+    costs = {}
+    with tempfile.TemporaryDirectory(prefix="bench-grading-term-") as tmp:
+        for nb in notebooks:
+            costs[nb] = c = notebook_cost(Path(tmp) / nb, nb)
+            print(
+                f"{nb}: {c['cpu']:.2f} CPU s per submission ({c['kernel']:.2f} s in its "
+                f"kernel), {c['wall']:.1f} s wall each, fixed cost {c['fixed']:.1f} s, full "
+                f"score: {c['full']} {c['statuses'] if c['full'] else c['why']}; hanging "
+                "function's stated limit "
+                f"{c['hang']['loop_function']:.0f} s (load {load_average()})"
+            )
+        t = TERM
+        e = term_estimate(costs, t["cores"], t["students"], t["hanging"])
+        print(
+            f"term estimate, {t['students']} students x {len(costs)} notebook(s) on one "
+            f"{t['cores']}-core machine, {t['hanging']:.0%} hanging: {e['hours']:.2f} h = "
+            f"honest {e['honest_h']:.2f} h + hanging lanes {e['hanging_h']:.2f} h + fixed "
+            f"{e['fixed_h']:.3f} h"
+        )
+        results.append(verdict(
+            "every notebook's solution graded with the full score",
+            all(c["full"] for c in costs.values()),
+            ", ".join(nb for nb, c in costs.items() if not c["full"]) or "all",
+            quick=False,
+        ))  # fmt: skip
+        if len(costs) == len(args.notebooks):
+            results.append(
+                verdict("term estimate under one hour", e["hours"] < 1.0, f"{e['hours']:.2f} h")
+            )
+        if not args.no_workers:
+            nb = args.notebook
+            w = two_workers(Path(tmp) / "workers", nb, 2 if args.quick else args.worker_students)
+            print(f"two workers on one PostgreSQL queue, one killed: {w}")
+            if "skipped" not in w:
+                n = len(w["report"])
+                once = (
+                    sum(w["graded"].values()) == n
+                    and all(state == "done" for state, _ in w["rows"].values())
+                    and all(
+                        st == "graded" and sc == w["max_score"] for st, sc in w["report"].values()
+                    )
+                )
+                results.append(verdict(
+                    "two workers, one killed: every submission graded and recorded once",
+                    once,
+                    f"runs {w['graded']}, killed worker held {w['held']}",
+                    quick=False,
+                ))  # fmt: skip
+    return results
 
 
 if __name__ == "__main__":
