@@ -28,8 +28,12 @@ from test_grading_e2e import FULL, A, _submit, answer
 from test_grading_scale import FIXTURE, LIMITS, REPO, TLAB, _gradebook_scores
 
 from transformer_lab import cli
+from transformer_lab.grading import autograde
+from transformer_lab.grading.autograde import GradeOptions, grade
 from transformer_lab.grading.record.report import GradingReport
+from transformer_lab.grading.run import lanes
 from transformer_lab.grading.run import queue as wq
+from transformer_lab.grading.run.loaded import LoadStamp
 from transformer_lab.grading.run.queue import WorkQueue
 
 DRIVER_PY = Path(wq.__file__).with_name("driver.py")
@@ -242,7 +246,7 @@ def _graded_this_run(out: str) -> int:
 
 
 @pytest.mark.slow
-def test_two_tlab_grade_processes_grade_each_submission_once(tmp_path, bwrap):
+def test_two_tlab_grade_processes_grade_each_submission_once(tmp_path, bwrap, monkeypatch):
     root = _course(
         tmp_path / "course",
         {"ada": answer(**FULL), "ben": None, "cy": answer(softmax_impl="solution"), "eve": "{"},
@@ -277,6 +281,16 @@ def test_two_tlab_grade_processes_grade_each_submission_once(tmp_path, bwrap):
         "cy": 2,
         "eve": None,
     }
+    # Nothing new (eve's file withdrawn): no grading process is started at all.
+    shutil.rmtree(root / "submitted" / "eve")
+
+    def no_process(*args, **kwargs):
+        raise AssertionError("a grading process was started with nothing new to grade")
+
+    monkeypatch.setattr(lanes, "run_driver", no_process)
+    monkeypatch.setattr(autograde, "run_driver", no_process)
+    again = grade(root, A, GradeOptions(quiet=True))
+    assert again.graded_now == [] and again.students["ada"].score == 6
 
 
 @pytest.mark.slow
@@ -317,3 +331,28 @@ def test_a_killed_worker_s_submissions_are_graded_by_the_next_run(tmp_path, bwra
     }
     scores = _gradebook_scores(f"sqlite:///{root / 'gradebook.db'}")
     assert scores == {s: r.score for s, r in report.students.items()}
+
+
+# ------------------------------------------------------------------ the load stamp
+def test_the_load_stamp_follows_the_sources(tmp_path):
+    dirs = {"source": "solutions", "release": "notebooks"}
+    for folder in ("solutions/A", "notebooks/A"):
+        (tmp_path / folder).mkdir(parents=True)
+        (tmp_path / folder / "A.ipynb").write_text("{}")
+    (tmp_path / "nbgrader_config.py").write_text("c = get_config()\n")
+    generated = tmp_path / "tmp" / "A"
+    generated.mkdir(parents=True)
+    (generated / "A.ipynb").write_text("{}")
+
+    stamp = LoadStamp(tmp_path, dirs, "A", "sqlite:///gradebook.db")
+    assert not stamp.matches()  # never loaded
+    stamp.save(generated)
+    assert LoadStamp(tmp_path, dirs, "A", "sqlite:///gradebook.db").matches()
+    assert (stamp.release / "A" / "A.ipynb").is_file()
+    assert not LoadStamp(tmp_path, dirs, "A", "sqlite:///other.db").matches()
+    for changed in ("solutions/A/A.ipynb", "notebooks/A/A.ipynb", "nbgrader_config.py"):
+        before = (tmp_path / changed).read_text()
+        (tmp_path / changed).write_text(before + " ")
+        assert not LoadStamp(tmp_path, dirs, "A", "sqlite:///gradebook.db").matches(), changed
+        (tmp_path / changed).write_text(before)
+    assert LoadStamp(tmp_path, dirs, "A", "sqlite:///gradebook.db").matches()
