@@ -77,6 +77,11 @@ class _Listener:
         self.sock.close()
 
 
+def _score(row: dict) -> float:
+    """The row's points: the decided score, else (under review) the autograded one."""
+    return float(row["score"] or row.get("autograded_score") or 0)
+
+
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
     root = tmp_path_factory.mktemp("adversarial")
@@ -115,20 +120,20 @@ def test_outcome(graded, student):
     row = rows[student]
     assert row["status"] in statuses, row
     if row["status"] != "not_graded":
-        assert float(row["score"]) <= best, row
+        assert _score(row) <= best, row
     if flagged:
         assert row["flags"], row
     if student.startswith("honest"):
-        assert float(row["score"]) == 10 and not row["flags"], row
+        assert _score(row) == 10 and not row["flags"], row
     if student == klass.UNTOUCHED:  # the release as handed out: graded, nothing earned
-        assert float(row["score"]) == 0 and float(row["max_score"]) == 10, row
+        assert _score(row) == 0 and float(row["max_score"]) == 10, row
 
 
 def test_no_wrong_answer_scores_without_a_flag(graded):
     _, rows, _, _ = graded
     for student in klass.ATTACKS:
         row = rows[student]
-        if row["status"] != "not_graded" and float(row["score"]) > 0:
+        if row["status"] != "not_graded" and _score(row) > 0:
             assert row["status"] == "needs_review" and row["flags"], row
 
 
@@ -156,7 +161,7 @@ def test_nobody_changes_anything_of_anyone_else(graded):
     root, rows, submitted_before, listener = graded
     assert _hashes(root, "submitted") == submitted_before  # classmates' files untouched
     for sid in klass.HONEST:
-        assert rows[sid]["status"] == "graded" and float(rows[sid]["score"]) == 10
+        assert rows[sid]["status"] == "graded" and _score(rows[sid]) == 10
         feedback = root / "feedback" / sid / A / f"{A}.html"
         assert "vandalised" not in feedback.read_text(encoding="utf-8")
     for marker in MARKER_FILES:

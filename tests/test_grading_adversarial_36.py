@@ -30,6 +30,11 @@ A = klass.A
 RUNS = {"sequential": [], "jobs2": ["--jobs", "2"]}
 
 
+def _score(row: dict) -> float:
+    """The row's points: the decided score, else (under review) the autograded one."""
+    return float(row["score"] or row.get("autograded_score") or 0)
+
+
 def _leftovers() -> set[str]:
     found = set()
     for base in ("/dev/shm", tempfile.gettempdir()):
@@ -64,18 +69,18 @@ def test_outcome(graded, student):
     row = rows[student]
     assert row["status"] in statuses, row
     if row["status"] != "not_graded":
-        assert float(row["score"]) <= best, row
+        assert _score(row) <= best, row
     if flagged:
         assert row["flags"], row
     if student.startswith("honest"):
-        assert float(row["score"]) == 10 and not row["flags"], row
+        assert _score(row) == 10 and not row["flags"], row
 
 
 def test_no_wrong_answer_scores_without_a_flag(graded):
     _, rows, _, _, _ = graded
     for student in klass.ATTACKS:
         row = rows[student]
-        if row["status"] != "not_graded" and float(row["score"]) > 0:
+        if row["status"] != "not_graded" and _score(row) > 0:
             assert row["status"] == "needs_review" and row["flags"], row
 
 
