@@ -267,14 +267,9 @@ def test_two_tlab_grade_processes_grade_each_submission_once(tmp_path, bwrap, mo
     scores = _gradebook_scores(f"sqlite:///{root / 'gradebook.db'}")
     assert {s: scores[s] for s in ("ada", "ben", "cy")} == {"ada": 6, "ben": 0, "cy": 2}
     report = GradingReport.load(root, A)
-    if sorted(report.students) != ["ada", "ben", "cy", "eve"]:
-        # Found by this test: save_merged merges the two processes' rows under a lock, but
-        # channels/publish.settle then saves the process's own report again, unmerged (and
-        # GradingReport.save writes every process's copy through one .json.tmp), so whichever
-        # process settles last drops the other's rows. The change is asked for in ledger.py.
-        pytest.xfail(
-            f"the last process to settle overwrote the merged report: {sorted(report.students)}"
-        )
+    # channels/publish.settle merges under the report's lock too: the last process to settle
+    # keeps the other's rows (this test once caught it dropping them).
+    assert sorted(report.students) == ["ada", "ben", "cy", "eve"]
     assert {s: r.score for s, r in report.students.items()} == {
         "ada": 6,
         "ben": 0,

@@ -6,6 +6,7 @@ Running this module has imported the package first, so every exercise is registe
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from transformer_lab.checks.registry import DOCS, GENERATED, JSON_PATH, dumps, splice
@@ -15,7 +16,10 @@ def write_all() -> list[Path]:
     """Rewrite exercises.json and the docs' tables from the registry; return what changed."""
     changed = []
     if not JSON_PATH.exists() or JSON_PATH.read_text() != dumps():
-        JSON_PATH.write_text(dumps())
+        # atomically: a grading process may be reading it right now
+        tmp = JSON_PATH.with_name(f"{JSON_PATH.name}.{os.getpid()}.tmp")
+        tmp.write_text(dumps())
+        os.replace(tmp, JSON_PATH)
         changed.append(JSON_PATH)
     for name, table in GENERATED.items():
         path = DOCS / name

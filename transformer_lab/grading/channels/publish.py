@@ -27,7 +27,7 @@ from transformer_lab.grading.record.ledger import (
     final_grades,
     write_gradebook,
 )
-from transformer_lab.grading.record.report import GradingReport
+from transformer_lab.grading.record.report import GradingReport, merge_stored, report_lock
 from transformer_lab.grading.record.tables import whoami
 
 __all__ = ["settle", "refresh_pages", "record_box", "cell_facts"]
@@ -209,9 +209,13 @@ def settle(
     url, course = gradebook_url(root), course_id_of(root)
     wanted = sorted(report.students) if students is None else list(students)
     write_gradebook(url, course, report, wanted, root)
-    finals = final_grades(root, report)
-    append_history(url, course, report.assignment, finals, why, whoami(by))
-    refresh_pages(root, read_course_dirs(root), report, finals, wanted)
-    report.finals = finals
-    report.save(root)
+    # Other processes (tlab grade on the same class, tlab review) may have saved rows meanwhile:
+    # merge under the report's lock, so the last to settle never drops theirs.
+    with report_lock(root, report.assignment):
+        merge_stored(report, root)
+        finals = final_grades(root, report)
+        append_history(url, course, report.assignment, finals, why, whoami(by))
+        refresh_pages(root, read_course_dirs(root), report, finals, wanted)
+        report.finals = finals
+        report.save(root)
     return finals

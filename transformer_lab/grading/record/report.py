@@ -14,13 +14,26 @@ Files (per assignment A, under the course directory):
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
+import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from transformer_lab.grading.inert import csv_dict_writer
 
-__all__ = ["StudentResult", "GradingReport", "GRADED", "NOT_GRADED", "NEEDS_REVIEW"]
+__all__ = [
+    "StudentResult",
+    "GradingReport",
+    "report_lock",
+    "merge_stored",
+    "report_lock",
+    "merge_stored",
+    "GRADED",
+    "NOT_GRADED",
+    "NEEDS_REVIEW",
+]
 
 GRADED = "graded"
 NOT_GRADED = "not_graded"
@@ -107,7 +120,7 @@ class GradingReport:
             "max_score": self.max_score,
             "students": {sid: asdict(r) for sid, r in sorted(self.students.items())},
         }
-        tmp = store.with_suffix(".json.tmp")
+        tmp = store.with_name(f"{store.name}.{os.getpid()}.tmp")  # one per process
         tmp.write_text(json.dumps(data, indent=1), encoding="utf-8")
         tmp.replace(store)  # atomic: an interrupted run never leaves half a store
         out = self.csv_path(root, self.assignment)
@@ -210,3 +223,31 @@ def _num(x: float | None) -> str:
     if x is None:
         return ""
     return str(int(x)) if float(x).is_integer() else f"{x:.2f}"
+
+
+@contextlib.contextmanager
+def report_lock(root: Path, assignment: str):
+    """Held while a process reads, merges and writes the stored report of ``assignment``
+    (several ``tlab grade`` processes, shards, ``tlab review`` may write it at once)."""
+    path = GradingReport.store_path(root, assignment)
+    path = path.with_name(path.name + ".lock")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
+def merge_stored(report: GradingReport, root: Path) -> None:
+    """``report`` takes the stored report's rows (what other processes saved), keeping its own
+    rows graded in this run; call it holding :func:`report_lock`."""
+    merged = GradingReport.load(root, report.assignment)
+    for sid in report.graded_now:
+        merged.students[sid] = report.students[sid]
+    if report.max_score is not None:
+        merged.max_score = report.max_score
+    report.students = merged.students
+    report.max_score = merged.max_score

@@ -19,10 +19,7 @@ report after the last shard is the report of the whole class.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
-import os
 import re
 import threading
 import time
@@ -111,32 +108,13 @@ def run_lanes(
         raise errors[0]
 
 
-@contextlib.contextmanager
-def _file_lock(path: Path):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        os.close(fd)
-
-
 def save_merged(report, root: Path):
     """Save ``report``'s rows graded in this run into the stored report, keeping every row
     another shard (or process) stored meanwhile; ``report`` then holds the merged rows."""
-    from transformer_lab.grading.record.report import GradingReport
+    from transformer_lab.grading.record.report import merge_stored, report_lock
 
-    store = GradingReport.store_path(root, report.assignment)
-    with _file_lock(store.with_name(store.name + ".lock")):
-        merged = GradingReport.load(root, report.assignment)
-        for sid in report.graded_now:
-            merged.students[sid] = report.students[sid]
-        if report.max_score is not None:
-            merged.max_score = report.max_score
-        report.students = merged.students
-        report.max_score = merged.max_score
+    with report_lock(root, report.assignment):
+        merge_stored(report, root)
         saved = report.save(root)
     # The rows are in the report: the work queue may let go of them (run/queue.py).
     from transformer_lab.grading.run.queue import now_recorded
