@@ -90,14 +90,14 @@ class _AttentionLayer:
     so the grader can hand it to a graded kernel."""
 
     def __init__(self, T: int, C: int, mode: str, seed: int) -> None:
-        from transformer_lab.masks import causal_mask
-
         self.T, self.C, self.mode, self.seed = T, C, mode, seed
         g = torch.Generator().manual_seed(seed)
         self.w_q, self.w_k, self.w_v = (
             torch.randn(C, C, generator=g) / math.sqrt(C) for _ in range(3)
         )
-        self.causal = causal_mask(T)  # (T, T)
+        # (T, T), True = may attend; written out, not masks.causal_mask: the kernel grading
+        # notebook 04 has no causal_mask (it is that notebook's exercise), yet runs these layers
+        self.causal = torch.ones(T, T, dtype=torch.bool).tril()
 
     def __reduce__(self):
         return (_AttentionLayer, (self.T, self.C, self.mode, self.seed))
