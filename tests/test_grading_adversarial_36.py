@@ -17,13 +17,16 @@ from __future__ import annotations
 import contextlib
 import csv
 import io
+import os
 import tempfile
+import time
 from pathlib import Path
 
 import adversarial_class_36 as klass
 import pytest
 
 from transformer_lab import cli
+from transformer_lab.grading.record.report import GradingReport
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_bwrap]
 A = klass.A
@@ -86,9 +89,10 @@ def test_no_wrong_answer_scores_without_a_flag(graded):
 
 def test_claims_of_the_kernel_decide_nothing(graded):
     _, rows, _, _, _ = graded
+    report = GradingReport.load(graded[0], A)
     for student in ("forged_keyboard", "claimed_timeout"):
         row = rows[student]
-        assert row["timeouts"] in ("", "0"), row  # only the grader's clock times out
+        assert not report.students[student].timeouts, row  # only the grader's clock times out
         assert "timeout" not in row["flags"], row
     assert "over the stated size" in rows["oversized_answer"]["flags"]
     assert "nested deeper" in rows["deep_answer"]["flags"]
@@ -109,4 +113,10 @@ def test_no_escape_or_formula_reaches_the_report_or_the_terminal(graded):
 
 def test_nothing_is_left_behind(graded):
     _, _, _, _, left = graded
+    # Folders of kernels another test process is running right now show up too: a real leak is
+    # one that is still there once every kernel could have finished.
+    deadline = time.monotonic() + 180
+    while left and time.monotonic() < deadline:
+        time.sleep(2)
+        left = {path for path in left if os.path.exists(path)}
     assert not left

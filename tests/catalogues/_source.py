@@ -112,17 +112,26 @@ def notebook_namespace(notebook: str) -> dict:
         import matplotlib
 
         matplotlib.use("Agg")
-        os.environ.setdefault("TLAB_GRADING", "1")
-        ns: dict = {"__name__": "__main__"}
-        for cell in _cells(notebook):
-            if cell["cell_type"] != "code":
-                continue
-            src = "".join(cell["source"])
-            src = "\n".join(
-                line for line in src.splitlines() if not line.lstrip().startswith(("%", "!"))
-            )
-            with contextlib.redirect_stdout(io.StringIO()):
-                exec(compile(src, f"<{notebook}:{_cell_id(cell)}>", "exec"), ns)
+        # grading mode while the notebook runs, and only then: later tests in this process
+        # must see the explorers as a student does
+        previous = os.environ.get("TLAB_GRADING")
+        os.environ["TLAB_GRADING"] = "1"
+        try:
+            ns: dict = {"__name__": "__main__"}
+            for cell in _cells(notebook):
+                if cell["cell_type"] != "code":
+                    continue
+                src = "".join(cell["source"])
+                src = "\n".join(
+                    line for line in src.splitlines() if not line.lstrip().startswith(("%", "!"))
+                )
+                with contextlib.redirect_stdout(io.StringIO()):
+                    exec(compile(src, f"<{notebook}:{_cell_id(cell)}>", "exec"), ns)
+        finally:
+            if previous is None:
+                os.environ.pop("TLAB_GRADING", None)
+            else:
+                os.environ["TLAB_GRADING"] = previous
         import matplotlib.pyplot as plt
 
         plt.close("all")

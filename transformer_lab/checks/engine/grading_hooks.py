@@ -190,6 +190,26 @@ def _refuse_fork(event: str) -> None:
     )
 
 
+def _showing_source() -> bool:
+    """Is a traceback being formatted (linecache reading the lines it shows)? An error raised in
+    the package, e.g. by a function the graded build left out, shows package source lines: that
+    is no read of the source by the student's code (and the graded build holds no answer)."""
+    frame = sys._getframe(3)  # _showing_source, _note, _audit, then the opener
+    for _ in range(12):
+        if frame is None:
+            return False
+        name = frame.f_code.co_filename
+        if os.path.basename(name) in _TRACEBACK_FILES or any(p in name for p in _TRACEBACK_DIRS):
+            return True
+        frame = frame.f_back
+    return False
+
+
+# Python's and IPython's traceback machinery (the kernel shows a cell's error with its lines)
+_TRACEBACK_FILES = ("linecache.py", "traceback.py", "ultratb.py")
+_TRACEBACK_DIRS = (os.sep + "stack_data" + os.sep, os.sep + "executing" + os.sep)
+
+
 def _note(event: str, args: tuple) -> None:
     detail = ""
     if event == "compile":
@@ -204,7 +224,7 @@ def _note(event: str, args: tuple) -> None:
             return  # libraries (inspect, warnings, torch) read frames all the time
     elif event == "open" and args and isinstance(args[0], str) and args[0].endswith(".py"):
         real = os.path.realpath(args[0])
-        if real.startswith(_PACKAGE_DIR + os.sep) and not _importing():
+        if real.startswith(_PACKAGE_DIR + os.sep) and not _importing() and not _showing_source():
             detail = f" (the package's source {os.path.relpath(real, _PACKAGE_DIR)})"
             _STATE["events"].append("read the package's source files" + detail)
             return
