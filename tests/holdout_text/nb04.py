@@ -13,7 +13,7 @@ MISTAKES: list[Mistake] = []
 CORRECT: list[Mistake] = []
 wrong = collector(MISTAKES, "04")
 right = collector(CORRECT, "04")
-NAMED_AT_LEAST = 0.88  # measured: 40 of 45 named
+NAMED_AT_LEAST = 1.0  # measured: 40 of 45 named when written; 45 of 45 after the round's check work
 
 
 # ---------------------------------------------------------------- causal_mask

@@ -14,10 +14,9 @@ MODULES = modules()
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_thread")]  # about 40 s in all
 
 # Wrong implementations the checks passed at the last measurement (module -> labels).
-KNOWN_PASSED = {
-    "nb00": {"train_with_overlapping_merge", "encode_overlapping_merges"},
-    "nb04": {"leaks_ignores_seed", "leaks_looks_at_position_zero_only"},
-}
+# Weak spots reported when the holdouts were written (nb00's overlapping merges, nb04's
+# seed-ignoring and output-0-only detectors) are caught now: none is known to pass.
+KNOWN_PASSED: dict[str, set[str]] = {}
 
 
 def _name(module) -> str:
