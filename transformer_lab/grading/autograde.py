@@ -256,7 +256,7 @@ def _probe_sandbox(plan: _Plan) -> None:
         plan.report.warnings.append(
             "no writable cgroup CPU controller: kernels graded at once share the CPUs "
             "without a cap (each still uses only its share of threads, and a submission "
-            "that times out is regraded alone)"
+            "that times out is graded once more by the next free lane)"
         )
 
 

@@ -15,7 +15,6 @@ Files (per assignment A, under the course directory):
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 from dataclasses import asdict, dataclass, field
@@ -228,17 +227,16 @@ def _num(x: float | None) -> str:
 @contextlib.contextmanager
 def report_lock(root: Path, assignment: str):
     """Held while a process reads, merges and writes the stored report of ``assignment``
-    (several ``tlab grade`` processes, shards, ``tlab review`` may write it at once)."""
-    path = GradingReport.store_path(root, assignment)
-    path = path.with_name(path.name + ".lock")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    (several ``tlab grade`` processes, shards, ``tlab review`` may write it at once): the
+    gradebook's file lock (reentrant within a process) on ``<store>.lock``."""
+    from transformer_lab.grading.record.gradebook import _file_lock
+
+    lock = _file_lock(GradingReport.store_path(root, assignment))
+    lock.acquire()
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
         yield
     finally:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        os.close(fd)
+        lock.release()
 
 
 def merge_stored(report: GradingReport, root: Path) -> None:

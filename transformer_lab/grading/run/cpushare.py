@@ -13,7 +13,7 @@ bandwidth is capped at ``cpus`` CPUs (``cpus = CPUs of the machine / jobs``):
 Both need write access to the cgroup file system (the grader runs as root, or a delegated
 subtree). Where neither is writable, :func:`cpu_share_backend` returns None and the kernels run
 without a cap: each still uses only ``cpus`` threads (``OMP_NUM_THREADS``), and a cell that
-times out while other lanes were busy is regraded alone (``autograde``), but a classmate's
+times out while other lanes were busy is graded once more (``run/lanes.py``), but a classmate's
 processes can slow a kernel down.
 """
 

@@ -75,7 +75,9 @@ class Lanes:
         with self.lock:
             if event["op"] == "grade_student":
                 if event["student"] in self.retried:
-                    event["regraded_alone"] = True  # the second grading, the one that counts
+                    # the second grading, the one that counts (outcome.py's wording, "again
+                    # when regraded alone", predates the queue: it is now any free lane)
+                    event["regraded_alone"] = True
                 self.events_by_student[event["student"]] = event
                 if self.progress is not None:
                     self.progress.update(1)
