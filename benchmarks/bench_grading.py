@@ -24,7 +24,8 @@ checked against the expected one. Measured in the same run:
 - **every notebook's CPU per submission** (00-09): its solution from ``solutions/`` handed in
   twice and graded with one job; the run's CPU (the grading processes and this one, which runs
   ``tlab grade``'s own part) over the two, plus the kernel's (a probe cell), and the run's fixed
-  cost (``--quick``: notebook 01 only, and it says so);
+  cost (``--quick``: notebook 01 only, and it says so); in the same run a third copy whose first
+  exercise's function never returns: its wall time, and whether it was graded once;
 - **two workers, one killed** (``--workers``, PostgreSQL: ``tests/pg_server.py``): two
   ``tlab grade`` processes started at once on one class share the queue in the gradebook; one is
   killed (SIGKILL, with its grading processes) while it holds a lease; a run started after it
@@ -32,8 +33,10 @@ checked against the expected one. Measured in the same run:
 
 The term estimate, 500 students x 10 notebooks on one 16-core machine (``--jobs 16``): each
 notebook's CPU seconds per submission x 475 honest submissions, plus 25 hanging ones (5%) that
-each hold a lane (one core: the loop spins) for their stated limit twice (a timed-out
-submission is graded once more), over 16 cores; plus each notebook's fixed cost once.
+each hold a lane (one core: the loop spins) for the wall time the hanging copy took, over 16
+cores; plus each notebook's fixed cost once. A hang is stopped on the kernel's own clock and
+graded once (grading/run/kernel_clock.py). The bound beside it: every hanging submission costs
+its honest CPU plus the stated limit (every later cell stopped).
 
 Targets: every submission gets its expected score with every job count; grading adds at most
 the time of one bare execution per submission (one job); a hanging submission costs no more
@@ -56,6 +59,8 @@ import time
 from pathlib import Path
 
 from _common import REPO, base_parser, finish, load_average, setup, verdict
+
+from transformer_lab.grading.run.kernel_clock import HANG_BUDGET
 
 TARGET_OVERHEAD = 1.0  # grading's extra time per submission, as a multiple of bare execution
 # The kernel's torch threads and its CPU seconds so far (time and torch are loaded already: the
@@ -141,18 +146,30 @@ def make_class(root: Path, notebook: str, students: int, probes: int = 2) -> dic
 
 
 def make_hanging(
-    root: Path, notebook: str, function: bool = True, full: bool = True, like: Path | None = None
+    root: Path,
+    notebook: str,
+    function: bool = True,
+    full: bool = True,
+    like: Path | None = None,
+    cell: bool = True,
 ) -> None:
-    """``full`` (unless ``full`` is False); ``loop_cell``: full, plus ``while True: pass`` at the
-    top of the first answer; ``loop_function`` (unless ``function`` is False): the first
-    exercise's function never returns."""
-    answers, released = _course(root, notebook, like)
+    """``full`` (unless ``full`` is False); ``loop_cell`` (unless ``cell`` is False): full, plus
+    ``while True: pass`` at the top of the first answer; ``loop_function`` (unless ``function``
+    is False): the first exercise's function never returns. ``root`` may hold a course already."""
+    if (root / "notebooks" / notebook).is_dir() and like is None:
+        import nbformat
+
+        answers = _answer_sources(root / "solutions" / notebook / f"{notebook}.ipynb")
+        released = nbformat.read(root / "notebooks" / notebook / f"{notebook}.ipynb", as_version=4)
+    else:
+        answers, released = _course(root, notebook, like)
     first = next(iter(answers))
     if full:
         _submit(root, notebook, "full", _filled(released, answers))
     loop = dict(answers)
-    loop[first] = "while True:\n    pass\n\n" + answers[first]
-    _submit(root, notebook, "loop_cell", _filled(released, loop))
+    if cell:
+        loop[first] = "while True:\n    pass\n\n" + answers[first]
+        _submit(root, notebook, "loop_cell", _filled(released, loop))
     if not function:
         return
     header = next(ln for ln in answers[first].splitlines() if ln.startswith("def "))
@@ -256,11 +273,15 @@ def stated_hang_limits(notebook_path: Path, timeout: float, budget: float) -> di
     }
 
 
-def notebook_cost(root: Path, notebook: str, copies: int = 2, **limits) -> dict:
+def notebook_cost(root: Path, notebook: str, copies: int = 2, hang: bool = True, **limits) -> dict:
     """One notebook's solution (from ``solutions/``) handed in ``copies`` times and graded with
     one job: CPU seconds per submission (the run's CPU over the copies, plus the kernel's from a
-    probe cell), the run's fixed cost, and whether every copy got the full score."""
+    probe cell), the run's fixed cost, and whether every copy got the full score. Then (unless
+    ``hang`` is False), in a run of its own, one copy whose first exercise's function never
+    returns: its wall time, its status and how many times a grading process was handed it."""
     import nbformat
+
+    from transformer_lab.grading.run import lanes as _lanes
 
     _course(root, notebook)
     for i in range(copies):
@@ -273,7 +294,8 @@ def notebook_cost(root: Path, notebook: str, copies: int = 2, **limits) -> dict:
     run = grade_class(root, notebook, 1, **limits)
     kernel = [c for _, _, c in probes(root, notebook)]
     rows = run["report"].students.values()
-    return {
+    timeout, budget = limits.get("timeout", 30), limits.get("budget", HANG_BUDGET)
+    cost = {
         "cpu": run["cpu"] / copies + (statistics.median(kernel) if kernel else float("nan")),
         "kernel": statistics.median(kernel) if kernel else float("nan"),
         "fixed": run["before_first"],
@@ -281,22 +303,45 @@ def notebook_cost(root: Path, notebook: str, copies: int = 2, **limits) -> dict:
         "full": all(r.score == run["report"].max_score and r.score for r in rows),
         "statuses": sorted({r.status for r in rows}),
         "why": sorted({f"{r.score}/{run['report'].max_score} {r.reason[:200]}" for r in rows}),
-        "hang": stated_hang_limits(root / "notebooks" / notebook / f"{notebook}.ipynb", 30, 60.0),
+        "hang": stated_hang_limits(
+            root / "notebooks" / notebook / f"{notebook}.ipynb", timeout, budget
+        ),
+        "hang_wall": float("nan"),
+        "hang_status": "-",
+        "hang_gradings": 0,
     }
+    if not hang:
+        return cost
+    make_hanging(root, notebook, full=False, cell=False)
+    gradings: list[str] = []  # every submission a grading process was handed
+    real_op = _lanes.Lanes._student_op
+    _lanes.Lanes._student_op = lambda self, sid: (gradings.append(sid), real_op(self, sid))[1]
+    try:
+        hung = grade_class(root, notebook, 1, **limits)["report"].students["loop_function"]
+    finally:
+        _lanes.Lanes._student_op = real_op
+    cost["hang_wall"] = hung.seconds or float("nan")
+    cost["hang_status"] = f"{hung.status} {hung.score}/{run['report'].max_score}"
+    cost["hang_gradings"] = gradings.count("loop_function")
+    return cost
 
 
 def term_estimate(costs: dict[str, dict], cores: int, students: int, hanging: float) -> dict:
     """Hours for ``students`` x these notebooks on one machine of ``cores`` (see the module's
-    docstring): honest CPU and hanging lanes over the cores, plus each notebook's fixed cost."""
+    docstring): honest CPU and hanging lanes over the cores, plus each notebook's fixed cost.
+    ``hanging_h``: each hanging submission holds a lane for the hanging copy's measured wall
+    time; ``bound_h``: for its honest CPU plus the stated limit (every later cell stopped)."""
     hangs = round(students * hanging)
     honest = sum((students - hangs) * c["cpu"] for c in costs.values())
-    held = sum(hangs * 2 * c["hang"]["loop_function"] for c in costs.values())
+    held = sum(hangs * c["hang_wall"] for c in costs.values())
+    bound = sum(hangs * (c["cpu"] + c["hang"]["loop_function"]) for c in costs.values())
     fixed = sum(c["fixed"] for c in costs.values())
     return {
         "honest_h": honest / cores / 3600,
         "hanging_h": held / cores / 3600,
         "fixed_h": fixed / 3600,
         "hours": (honest + held) / cores / 3600 + fixed / 3600,
+        "bound_h": (honest + bound) / cores / 3600 + fixed / 3600,
     }
 
 
@@ -396,7 +441,7 @@ def main() -> None:
     parser.add_argument("--bare-repeats", type=int, default=3)
     parser.add_argument("--jobs", type=int, nargs="+", default=[1, 2], help="job counts to time")
     parser.add_argument("--timeout", type=int, default=30, help="per-cell limit (course default)")
-    parser.add_argument("--budget", type=float, default=60.0, help="hang budget (course default)")
+    parser.add_argument("--budget", type=float, default=30.0, help="hang budget (course default)")
     parser.add_argument("--no-hang", action="store_true", help="skip the hanging submission")
     every = sorted(p.name for p in (REPO / "solutions").iterdir() if p.name[:2].isdigit())
     parser.add_argument(
@@ -595,13 +640,15 @@ def term_phases(args) -> list[bool]:
     costs = {}
     with tempfile.TemporaryDirectory(prefix="bench-grading-term-") as tmp:
         for nb in notebooks:
-            costs[nb] = c = notebook_cost(Path(tmp) / nb, nb)
+            # --quick: no hanging copy (the class phase has a hang with short limits)
+            costs[nb] = c = notebook_cost(Path(tmp) / nb, nb, hang=not args.quick)
             print(
                 f"{nb}: {c['cpu']:.2f} CPU s per submission ({c['kernel']:.2f} s in its "
                 f"kernel), {c['wall']:.1f} s wall each, fixed cost {c['fixed']:.1f} s, full "
-                f"score: {c['full']} {c['statuses'] if c['full'] else c['why']}; hanging "
-                "function's stated limit "
-                f"{c['hang']['loop_function']:.0f} s (load {load_average()})"
+                f"score: {c['full']} {c['statuses'] if c['full'] else c['why']}; its first "
+                f"function never returning: {c['hang_wall']:.1f} s wall, {c['hang_status']}, "
+                f"graded {c['hang_gradings']}x (stated limit {c['hang']['loop_function']:.0f} s "
+                f"on top of the honest CPU) (load {load_average()})"
             )
         t = TERM
         e = term_estimate(costs, t["cores"], t["students"], t["hanging"])
@@ -609,7 +656,8 @@ def term_phases(args) -> list[bool]:
             f"term estimate, {t['students']} students x {len(costs)} notebook(s) on one "
             f"{t['cores']}-core machine, {t['hanging']:.0%} hanging: {e['hours']:.2f} h = "
             f"honest {e['honest_h']:.2f} h + hanging lanes {e['hanging_h']:.2f} h + fixed "
-            f"{e['fixed_h']:.3f} h"
+            f"{e['fixed_h']:.3f} h; with every hang at its stated limit (the bound): "
+            f"{e['bound_h']:.2f} h"
         )
         results.append(verdict(
             "every notebook's solution graded with the full score",

@@ -347,7 +347,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         default=None,
         help="seconds a submission may lose to cells stopped at the time limit before later "
-        "cells get a 3 s limit (default 60)",
+        "cells get a 1 s limit (default 30)",
     )
     p.add_argument(
         "--no-sandbox",

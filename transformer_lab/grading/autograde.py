@@ -51,6 +51,7 @@ from transformer_lab.grading.record.outcome import (
     was_graded,
 )
 from transformer_lab.grading.record.report import NEEDS_REVIEW, GradingReport
+from transformer_lab.grading.run.kernel_clock import HANG_BUDGET, WALL_CAP
 from transformer_lab.grading.run.lanes import Lanes, progress_bar
 from transformer_lab.grading.run.parallel import run_lanes, save_merged, select_shard
 
@@ -233,9 +234,13 @@ def _prepare(plan: _Plan) -> None:
     if options.memory_mb is not None:
         plan.config["GuardedExecute.memory_mb"] = int(options.memory_mb)
     plan.cell_timeout = options.timeout or 30
-    budget = options.budget if options.budget is not None else 60.0
+    budget = options.budget if options.budget is not None else HANG_BUDGET
     # Every cell may use its whole time limit: a submission legitimately takes at most this.
-    plan.idle = budget + (count_code_cells(plan.source) + 2) * plan.cell_timeout + 180.0
+    # A limit runs on the kernel's clock, up to WALL_CAP times itself in wall time on a busy
+    # machine (run/kernel_clock.py): a lane is hung only after all of that and more.
+    plan.idle = (
+        WALL_CAP * (budget + (count_code_cells(plan.source) + 2) * plan.cell_timeout) + 180.0
+    )
     if not options.sandbox:
         report.warnings.append(
             "graded WITHOUT the sandbox (--no-sandbox): student code ran with your rights and "
@@ -342,7 +347,6 @@ def _lanes(plan: _Plan, release_dir: Path, n_lanes: int, export_to: Path | None)
         cpus=cpus,
         progress=None if plan.options.quiet else progress_bar(len(plan.todo)),
     )
-    lanes.retry_timeouts = n_lanes > 1
     return lanes
 
 

@@ -23,7 +23,7 @@ from transformer_lab.grading.record.report import (
     StudentResult,
 )
 
-__all__ = ["classify_failure", "timed_out", "student_result", "was_graded", "backup", "restore"]
+__all__ = ["classify_failure", "grade_again", "student_result", "was_graded", "backup", "restore"]
 
 
 def classify_failure(event: dict) -> str:
@@ -62,14 +62,17 @@ def classify_failure(event: dict) -> str:
     return "nbgrader failed: " + (lines[-1][:200] if lines else "unknown error")
 
 
-def timed_out(event: dict | None) -> bool:
-    """Did this submission lose time to the limits, or leave a cell undecided (and so deserve
-    a regrade alone)?"""
+def grade_again(event: dict | None) -> bool:
+    """Does this submission deserve a second grading? When a limit was used up by the machine
+    rather than by the submission (its kernel waited for a core until the wall cap ended a
+    cell or a call: ``starved``, run/kernel_clock.py), a cell was left undecided, or the
+    grading process or kernel died. A cell stopped on the kernel's own clock is the
+    submission's own time: grading it again would stop it again."""
     if not event:
         return False
     if event.get("success"):
         undecided = any(UNDECIDED in str(f) for f in event.get("flags") or [])
-        return bool(event.get("timeouts")) or undecided  # regraded alone, on a quieter machine
+        return bool(event.get("starved")) or undecided
     why = classify_failure(event)
     return any(part in why for part in ("stopped responding", "within the limits", "kernel died"))
 
@@ -128,12 +131,17 @@ def student_result(
     if pre.get("needs_review"):
         result.flags.insert(0, pre["needs_review"])
     if result.timeouts:  # a timeout never becomes a silent 0 with status "graded"
-        alone = ", again when regraded alone" if event.get("regraded_alone") else ""
+        again = ", also when graded a second time" if event.get("graded_twice") else ""
         result.flags.insert(
             0,
             f"timeout: {result.timeouts} cell(s) stopped at the {cell_timeout} s time "
-            f"limit{alone} (scored 0)",
+            f"limit{again} (scored 0)",
         )
+        if event.get("starved"):
+            result.notes.append(
+                f"{event['starved']} cell(s) or call(s) ran out of time waiting for a core "
+                "(the machine was busy), not on their own clock"
+            )
     undecided = [f for f in result.flags if f.startswith(UNDECIDED) or f": {UNDECIDED}" in f]
     if undecided and result.status == GRADED:  # a cell the grader could not decide: never a 0
         result.status = NOT_GRADED

@@ -235,6 +235,7 @@ def _grade_student(op: dict, cfg, coursedir) -> dict:
     result["timeouts"] = _count_timeouts(coursedir.root, coursedir, assignment, student) + int(
         execute.RUN.get("timeouts", 0)
     )
+    result["starved"] = int(execute.RUN.get("starved", 0))  # limits the machine used up
     # Review flags: what the kernels reported, and what the student's code shows: every file
     # of the (sealed) staged submission the kernel could run, read here.
     from transformer_lab.grading.scan.flags import scan_submission as scan

@@ -8,12 +8,14 @@
   process on the student's functions in the kernel (:mod:`.remote`), and the verdict becomes
   the cell's outcome: an error output (nbgrader scores 0) when a check fails, none when all
   pass. The hidden block and the run's secret never enter the kernel.
-- **Per-cell time limit, as documented.** Every cell gets ``Execute.timeout`` seconds (30 by
-  default; three times that while the machine is busier than its cores, as the grader's own
-  load average says: a busy machine never costs a student points). Only time lost to
-  *interrupted* cells counts against ``hang_budget``: once a submission has lost that much to
-  cells stopped at the limit, later cells get ``overtime_timeout`` seconds. Slow honest cells
-  that finish in time are never cut.
+- **Per-cell time limit, on the kernel's own clock.** Every cell gets ``Execute.timeout``
+  seconds (30 by default) of the kernel's time: wall time less what its threads spent waiting
+  for a core (:mod:`.kernel_clock`), never more than three times the limit in wall time. A busy
+  machine does not use up a student's limit; a cell ended by that cap instead counts as
+  *starved* and the submission is graded once more. Only time lost to *interrupted* cells
+  counts against ``hang_budget``: once a submission has lost that much to cells stopped at the
+  limit, later cells get ``overtime_timeout`` seconds. Slow honest cells that finish in time
+  are never cut.
 - **stderr is not failure.** nbgrader scores a graded cell 0 when it wrote anything to stderr;
   a debug print or a warning must not cost points, so stderr output of graded cells is kept
   but marked as stdout (prefixed ``[stderr]``).
@@ -29,6 +31,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 import uuid
@@ -46,6 +49,7 @@ from transformer_lab.grading.decide import judge as _judge
 from transformer_lab.grading.decide import remote as _remote
 from transformer_lab.grading.run import sandbox as _sandbox
 from transformer_lab.grading.run import stripped as _stripped
+from transformer_lab.grading.run.kernel_clock import HANG_BUDGET, OVERTIME_TIMEOUT, KernelClock
 from transformer_lab.grading.run.outputs import bound_outputs
 
 __all__ = ["GuardedExecute", "PRIME_CODE", "RUN"]
@@ -86,12 +90,12 @@ class GuardedExecute(Execute):
     # 5 s for an answer that a fork bomb's copies or a stuck kernel never give.
     shutdown_kernel = Enum(["graceful", "immediate"], default_value="immediate").tag(config=True)
     hang_budget = Float(
-        60.0,
+        HANG_BUDGET,
         help="Seconds a submission may lose to cells interrupted at the time limit before "
         "every later cell gets only `overtime_timeout` seconds (0 disables this).",
     ).tag(config=True)
     overtime_timeout = Integer(
-        3, help="Per-cell timeout (seconds) once the hang budget is spent."
+        OVERTIME_TIMEOUT, help="Per-cell timeout (seconds) once the hang budget is spent."
     ).tag(config=True)
     max_output_chars = Integer(
         20000, help="Characters of text output kept per cell; the rest is dropped with a note."
@@ -158,9 +162,34 @@ class GuardedExecute(Execute):
         timeout = super()._get_timeout(cell)
         if self.hang_budget and getattr(self, "_tlab_lost", 0.0) >= self.hang_budget:
             return self.overtime_timeout if timeout is None else min(timeout, self.overtime_timeout)
-        if timeout is not None and _machine_busy():  # the machine is slow, not the student
-            return timeout * SLOW_MACHINE_FACTOR
-        return timeout
+        return timeout  # of the kernel's own time (_async_handle_timeout)
+
+    # -- the kernel's clock -----------------------------------------------------------------
+    def _clock(self) -> KernelClock:
+        """A clock on this notebook's kernel, started now (see :mod:`.kernel_clock`)."""
+        provisioner = getattr(getattr(self, "km", None), "provisioner", None)
+        return KernelClock(getattr(provisioner, "pid", None), busy=_machine_busy).start()
+
+    async def _async_poll_for_reply(self, msg_id, cell, timeout, *tasks):
+        """nbclient's wait for a cell's reply, looking at the kernel's clock every tick."""
+        if timeout is None:
+            return await super()._async_poll_for_reply(msg_id, cell, timeout, *tasks)
+        self._tlab_limit, self._tlab_tick = float(timeout), min(float(timeout), TICK)
+        self._tlab_cell_clock = self._clock()
+        return await super()._async_poll_for_reply(msg_id, cell, self._tlab_tick, *tasks)
+
+    async def _async_handle_timeout(self, timeout, cell=None):
+        """Called every tick without a reply: interrupt only when the kernel has used its
+        limit (or the wall cap has come)."""
+        clock, limit = self._tlab_cell_clock, self._tlab_limit
+        if time.monotonic() - getattr(self, "_tlab_last_look", 0.0) < self._tlab_tick / 2:
+            await asyncio.sleep(self._tlab_tick / 2)  # one look per tick, whatever else arrives
+        self._tlab_last_look = time.monotonic()
+        if clock.elapsed() < limit or clock.owed(limit) > 0:
+            return None
+        if clock.starved(limit):
+            RUN["starved"] = RUN.get("starved", 0) + 1
+        return await super()._async_handle_timeout(int(round(limit)), cell)
 
     @property
     def _judging(self) -> bool:
@@ -274,10 +303,9 @@ class GuardedExecute(Execute):
     async def _async_remote_send(self, payload: str, timeout: float) -> str:
         """Hand one request to the kernel's comm target; the JSON text of its answer.
 
-        The grader's own clock decides a timeout. A machine busier than its cores gets one
-        longer wait (``SLOW_MACHINE_FACTOR``) before the call is interrupted, and a request
-        the kernel dropped without an answer is sent again once: a slow machine never turns
-        into a failed call."""
+        The grader's own clock decides a timeout: the kernel's time, as for a cell (up to
+        ``WALL_CAP`` times the limit in wall time), and a request the kernel dropped without an
+        answer is sent again once: a slow machine never turns into a failed call."""
         for attempt in range(3):
             text = await self._async_request_once(payload, timeout)
             if text is not None:
@@ -311,17 +339,20 @@ class GuardedExecute(Execute):
         msg = self.kc.session.msg("comm_open", content)
         self.kc.shell_channel.send(msg)
         msg_id = msg["header"]["msg_id"]
-        deadline = time.monotonic() + max(timeout, 0.1)
-        interrupted, extended, text = False, False, None
+        limit = max(timeout, 0.1)
+        clock, deadline = self._clock(), time.monotonic() + limit
+        interrupted, text = False, None
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 if interrupted:
                     raise _remote.RemoteError("the kernel did not answer after an interrupt")
-                if not extended and _machine_busy():
-                    extended = True  # the machine, not the student's code, is slow
-                    deadline = time.monotonic() + timeout * (SLOW_MACHINE_FACTOR - 1)
+                owed = clock.owed(limit)
+                if owed > 0:  # the machine, not the student's code, took that time
+                    deadline = time.monotonic() + max(owed, 0.05)
                     continue
+                if clock.starved(limit):
+                    RUN["starved"] = RUN.get("starved", 0) + 1
                 interrupted = True
                 await ensure_async(self.km.interrupt_kernel())
                 deadline = time.monotonic() + 10.0
@@ -349,7 +380,7 @@ class GuardedExecute(Execute):
                 return text
 
 
-SLOW_MACHINE_FACTOR = 3.0  # a cell's or request's time limit on a machine busier than its cores
+TICK = 1.0  # seconds between looks at the kernel's clock while a cell runs past its limit
 OWN_CODE_TIMEOUT = 300.0  # seconds the grader's own silent code may take (imports PyTorch)
 
 

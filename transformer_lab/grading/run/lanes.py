@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from transformer_lab.grading.course import run_driver
-from transformer_lab.grading.record.outcome import timed_out
+from transformer_lab.grading.record.outcome import grade_again
 
 __all__ = ["Lanes", "progress_bar"]
 
@@ -35,7 +35,7 @@ class Lanes:
     feedback: bool
     export_to: Path | None  # nbgrader's CSV, written by the lane (one lane only) or None
     idle_timeout: float  # seconds without output before a grading process counts as hung
-    cpus: float = 1.0  # each kernel's CPUs (sandbox.py); the whole machine for regrades alone
+    cpus: float = 1.0  # each kernel's CPUs (sandbox.py)
     progress: Any = None  # a tqdm bar, or None
     events_by_student: dict[str, dict] = field(default_factory=dict)
     scores_by_student: dict[str, dict] = field(default_factory=dict)  # from the student's lane
@@ -43,7 +43,7 @@ class Lanes:
     gen_events: list[dict] = field(default_factory=list)  # loading the assignment
     other_events: list[dict] = field(default_factory=list)  # export, ...
     lock: threading.Lock = field(default_factory=threading.Lock)
-    retry_timeouts: bool = False  # several lanes: a timed-out submission is graded once more
+    retry_timeouts: bool = True  # a starved or undecided submission is graded once more
     retried: set[str] = field(default_factory=set)  # ... and these were
     loaded_before: bool = False  # the gradebook has the assignment from today's sources
 
@@ -75,9 +75,7 @@ class Lanes:
         with self.lock:
             if event["op"] == "grade_student":
                 if event["student"] in self.retried:
-                    # the second grading, the one that counts (outcome.py's wording, "again
-                    # when regraded alone", predates the queue: it is now any free lane)
-                    event["regraded_alone"] = True
+                    event["graded_twice"] = True  # the second grading, the one that counts
                 self.events_by_student[event["student"]] = event
                 if self.progress is not None:
                     self.progress.update(1)
@@ -157,8 +155,8 @@ class Lanes:
 class _Feeder:
     """Hands a grading process its next submission each time it reports one finished.
 
-    A submission that timed out while other lanes were busy is queued once more (any free lane
-    takes it again); its second grading is the one that counts.
+    A submission whose limits the machine used up, or that left a cell undecided, is queued once
+    more (any free lane takes it, :func:`.outcome.grade_again`); its second grading counts.
     """
 
     def __init__(self, lanes: Lanes, queue, mine: set[str]) -> None:  # noqa: ANN001
@@ -190,7 +188,7 @@ class _Feeder:
         if event["op"] != "grade_student" or event.get("student") != self.current:
             return [], False
         sid, self.current = self.current, None
-        if self.lanes.retry_timeouts and timed_out(event) and sid not in self.lanes.retried:
+        if self.lanes.retry_timeouts and grade_again(event) and sid not in self.lanes.retried:
             with self.lanes.lock:
                 self.lanes.retried.add(sid)
                 self.lanes.events_by_student.pop(sid, None)
