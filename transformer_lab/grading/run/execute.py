@@ -49,7 +49,12 @@ from transformer_lab.grading.decide import judge as _judge
 from transformer_lab.grading.decide import remote as _remote
 from transformer_lab.grading.run import sandbox as _sandbox
 from transformer_lab.grading.run import stripped as _stripped
-from transformer_lab.grading.run.kernel_clock import HANG_BUDGET, OVERTIME_TIMEOUT, KernelClock
+from transformer_lab.grading.run.kernel_clock import (
+    HANG_BUDGET,
+    OVERTIME_TIMEOUT,
+    KernelClock,
+    process_tree,
+)
 from transformer_lab.grading.run.outputs import bound_outputs
 
 __all__ = ["GuardedExecute", "PRIME_CODE", "RUN"]
@@ -168,7 +173,11 @@ class GuardedExecute(Execute):
     def _clock(self) -> KernelClock:
         """A clock on this notebook's kernel, started now (see :mod:`.kernel_clock`)."""
         provisioner = getattr(getattr(self, "km", None), "provisioner", None)
-        return KernelClock(getattr(provisioner, "pid", None), busy=_machine_busy).start()
+        root = getattr(provisioner, "pid", None)
+        if root and getattr(self, "_tlab_tree", (None, []))[0] != root:  # a new kernel
+            self._tlab_tree = (root, process_tree(root))
+        tree = self._tlab_tree[1] if root else []
+        return KernelClock(root, tree=tree, busy=_machine_busy).start()
 
     async def _async_poll_for_reply(self, msg_id, cell, timeout, *tasks):
         """nbclient's wait for a cell's reply, looking at the kernel's clock every tick."""
