@@ -3,9 +3,9 @@ notebooks, run `tlab grade` once over all of them, and check every outcome.
 
 The fixture (tests/fixtures/course) has three exercises built on the checks: softmax (2 points),
 attention (3) and a causal mask (1). One batch grades 11 students, each in the sandbox; the
-per-cell timeout is 8 s and the hang budget 10 s, so the hanging student costs about 8 s (its
-cell stopped on the kernel's own clock, not graded again: the time was its own); the other cells
-take well under a second.
+per-cell timeout is 8 s and the hang budget 10 s, so the hanging student costs about 16 s (cells
+stopped at 8 s of the kernel's own time until 10 s are lost, then 1 s each; graded once: the
+time was its own); the other cells take well under a second.
 Tricks that used to be merely caught are now also flagged (status needs_review). Then a second run
 checks that nothing is regraded or lost, and a third that a failed regrade keeps the old score.
 The real course's assignments are graded in tests/test_grading_real_course.py.
