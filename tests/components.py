@@ -61,7 +61,8 @@ def _find_bwrap() -> str | None:
         return "`bwrap` is not on PATH"
     # Installed is not enough: containers often forbid the namespaces bubblewrap needs. Start
     # Python in the sandbox exactly as the grader does.
-    from transformer_lab.grading.run.sandbox import SandboxError, probe
+    from transformer_lab.grading.run.bwrap import SandboxError
+    from transformer_lab.grading.run.sandbox import probe
 
     try:
         probe(REPO)

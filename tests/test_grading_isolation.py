@@ -24,7 +24,7 @@ from nbformat import NotebookNode
 
 from transformer_lab.grading.preflight.integrity import fingerprint, preflight
 from transformer_lab.grading.preflight.nofollow import copy_without_links
-from transformer_lab.grading.run import cpushare, sandbox
+from transformer_lab.grading.run import bwrap, cpushare, sandbox
 from transformer_lab.grading.run.outputs import (
     CELL_BYTES,
     NOTEBOOK_BYTES,
@@ -157,14 +157,14 @@ def test_small_outputs_of_every_type_are_kept_and_big_ones_of_every_type_dropped
 
 def _run_in_sandbox(code: str, cpus: float | None = None, seed_files=None):
     """Run ``code`` as a graded kernel would run; returns (completed process, share or None)."""
-    uid = sandbox.new_uid() if os.geteuid() == 0 else sandbox.NOBODY
+    uid = bwrap.new_uid() if os.geteuid() == 0 else bwrap.NOBODY
     seed = sandbox._private_dir("tlab-test-seed-", uid)
     ipc = sandbox._private_dir("tlab-test-ipc-", uid)
     for name, text in (seed_files or {}).items():
         (seed / name).write_text(text)
     share = cpushare.CpuShare.create(f"test-{uid}", cpus) if cpus else None
-    limits = sandbox.SandboxLimits(cpus=cpus)
-    cmd = sandbox.sandbox_command(
+    limits = bwrap.SandboxLimits(cpus=cpus)
+    cmd = bwrap.sandbox_command(
         [sys.executable, "-c", code],
         course_root=REPO,
         ipc_dir=ipc,
@@ -173,7 +173,7 @@ def _run_in_sandbox(code: str, cpus: float | None = None, seed_files=None):
         uid=uid,
         cgroup_procs=share.procs if share else None,
     )
-    env = sandbox.sandbox_env(dict(os.environ), limits.cpu_share())
+    env = bwrap.sandbox_env(dict(os.environ), limits.cpu_share())
     try:
         proc = subprocess.Popen(
             cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
@@ -223,7 +223,7 @@ def test_a_kernel_filling_its_working_folder_stops_at_the_tmpfs_size(tmp_path):
     out, err = _finish(proc, share, folders)
     try:
         result = json.loads(out.strip().splitlines()[-1])
-        work_mb = sandbox.SandboxLimits().work_mb
+        work_mb = bwrap.SandboxLimits().work_mb
         assert result["error"] == 28 and result["written_mb"] <= work_mb  # ENOSPC
         assert result["cwd"] == "/home/student" and result["seed"] == "seed"
         assert _host_usage(folders) < 1 << 20  # the seed's 4 bytes, the sockets: nothing else
@@ -292,7 +292,7 @@ def test_without_a_writable_cgroup_there_is_no_share_and_no_error(monkeypatch, t
     monkeypatch.setattr(cpushare, "ROOT", tmp_path)  # an empty /sys/fs/cgroup
     assert cpushare.cpu_share_backend() is None
     assert cpushare.CpuShare.create("kernel-x", 1.0) is None
-    cmd = sandbox.sandbox_command(["python"], course_root=REPO, ipc_dir=tmp_path, cgroup_procs=None)
+    cmd = bwrap.sandbox_command(["python"], course_root=REPO, ipc_dir=tmp_path, cgroup_procs=None)
     assert cmd[0].endswith("bwrap")  # started directly, no cgroup step
 
 
@@ -335,11 +335,11 @@ def test_a_forked_kernel_is_named_as_the_reason():
 
 def test_the_share_is_the_machine_divided_by_the_lanes(monkeypatch):
     monkeypatch.setenv("TLAB_SANDBOX_CPUS", "1")
-    assert sandbox.SandboxLimits().cpu_share() == 1.0
-    assert sandbox.sandbox_env({}, 1.0)["OMP_NUM_THREADS"] == "1"
+    assert bwrap.SandboxLimits().cpu_share() == 1.0
+    assert bwrap.sandbox_env({}, 1.0)["OMP_NUM_THREADS"] == "1"
     # the grader's thread decision (transformer_lab.threads), never above the share
-    assert sandbox.sandbox_env({"TLAB_SANDBOX_THREADS": "1"}, 2.0)["OMP_NUM_THREADS"] == "1"
-    assert sandbox.sandbox_env({"TLAB_SANDBOX_THREADS": "4"}, 2.0)["MKL_NUM_THREADS"] == "2"
+    assert bwrap.sandbox_env({"TLAB_SANDBOX_THREADS": "1"}, 2.0)["OMP_NUM_THREADS"] == "1"
+    assert bwrap.sandbox_env({"TLAB_SANDBOX_THREADS": "4"}, 2.0)["MKL_NUM_THREADS"] == "2"
 
 
 def test_each_kernel_runs_the_course_threads_within_its_share(monkeypatch):
@@ -351,7 +351,7 @@ def test_each_kernel_runs_the_course_threads_within_its_share(monkeypatch):
     assert decide_threads(cpus=2) == 1
     monkeypatch.setenv("TLAB_THREADS", "2")
     assert decide_threads(cpus=2) == 2 and decide_threads(cpus=1) == 1
-    assert sandbox.SandboxLimits(cpus=1000).cpu_share() == float(os.cpu_count())
+    assert bwrap.SandboxLimits(cpus=1000).cpu_share() == float(os.cpu_count())
 
 
 # -- through `tlab grade --jobs 2` -----------------------------------------------------------------

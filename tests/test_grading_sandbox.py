@@ -50,7 +50,8 @@ print(json.dumps(out))
 def test_the_sandbox_sees_only_python_and_its_own_folders(tmp_path):
     import socket
 
-    from transformer_lab.grading.run.sandbox import probe, sandbox_command, sandbox_env
+    from transformer_lab.grading.run.bwrap import sandbox_command, sandbox_env
+    from transformer_lab.grading.run.sandbox import probe
 
     probe(REPO)
     server = socket.socket()
@@ -98,9 +99,10 @@ def test_the_sandbox_sees_only_python_and_its_own_folders(tmp_path):
 
 def test_a_missing_bwrap_is_a_clear_error(monkeypatch):
     from transformer_lab.grading.run import sandbox
+    from transformer_lab.grading.run.bwrap import SandboxError
 
     monkeypatch.setattr(shutil, "which", lambda name: None)
-    with pytest.raises(sandbox.SandboxError, match="bubblewrap.*--no-sandbox"):
+    with pytest.raises(SandboxError, match="bubblewrap.*--no-sandbox"):
         sandbox.probe(REPO)
 
 

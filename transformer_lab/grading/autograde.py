@@ -250,8 +250,9 @@ def _prepare(plan: _Plan) -> None:
 
 def _probe_sandbox(plan: _Plan) -> None:
     """Stop before grading if bubblewrap cannot start; warn if kernels cannot get a CPU cap."""
+    from transformer_lab.grading.run.bwrap import SandboxError
     from transformer_lab.grading.run.cpushare import cpu_share_backend
-    from transformer_lab.grading.run.sandbox import SandboxError, probe
+    from transformer_lab.grading.run.sandbox import probe
 
     try:
         probe(plan.root)

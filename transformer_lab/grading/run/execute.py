@@ -49,6 +49,7 @@ from transformer_lab.grading.decide import judge as _judge
 from transformer_lab.grading.decide import remote as _remote
 from transformer_lab.grading.run import sandbox as _sandbox
 from transformer_lab.grading.run import stripped as _stripped
+from transformer_lab.grading.run.bwrap import SandboxLimits
 from transformer_lab.grading.run.kernel_clock import (
     HANG_BUDGET,
     OVERTIME_TIMEOUT,
@@ -126,16 +127,10 @@ class GuardedExecute(Execute):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         if self.sandbox:
-            sandbox = _sandbox
-            SandboxKernelManager, SandboxLimits = (
-                sandbox.SandboxKernelManager,
-                sandbox.SandboxLimits,
-            )
-            SandboxKernelManager.course_root = Path(self.course_root or ".").resolve()
-            SandboxKernelManager.limits = SandboxLimits(
-                memory_mb=self.memory_mb, cpu_seconds=self.cpu_seconds
-            )
-            self.kernel_manager_class = SandboxKernelManager
+            manager = _sandbox.SandboxKernelManager
+            manager.course_root = Path(self.course_root or ".").resolve()
+            manager.limits = SandboxLimits(memory_mb=self.memory_mb, cpu_seconds=self.cpu_seconds)
+            self.kernel_manager_class = manager
 
     # -- time ---------------------------------------------------------------------------
     def preprocess(self, nb, resources=None, km=None):

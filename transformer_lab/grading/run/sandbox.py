@@ -41,27 +41,19 @@ from pathlib import Path
 from jupyter_client.manager import AsyncKernelManager
 
 from transformer_lab.grading.preflight.nofollow import copy_without_links
-from transformer_lab.grading.run import bwrap as _bwrap
+from transformer_lab.grading.run.bwrap import (
+    NOBODY,
+    SandboxError,
+    SandboxLimits,
+    new_uid,
+    sandbox_command,
+    sandbox_env,
+)
 from transformer_lab.grading.run.cpushare import CpuShare
 
-# Re-exported: the command line's names were defined here before it had a module of its own.
-NOBODY = _bwrap.NOBODY
-SandboxError = _bwrap.SandboxError
-SandboxLimits = _bwrap.SandboxLimits
-new_uid = _bwrap.new_uid
-sandbox_command = _bwrap.sandbox_command
-sandbox_env = _bwrap.sandbox_env
 DEFAULT_LIMITS = SandboxLimits()  # frozen: one shared default is safe
 
-__all__ = [
-    "SandboxLimits",
-    "SandboxError",
-    "sandbox_command",
-    "sandbox_env",
-    "probe",
-    "SandboxKernelManager",
-    "release_leftovers",
-]
+__all__ = ["probe", "SandboxKernelManager", "release_leftovers"]
 
 # Private folders of this process's kernels not yet removed (IPC sockets in /dev/shm, the seed
 # folder): a kernel that dies is not always shut down by nbclient, so the grader removes what
