@@ -19,6 +19,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -33,6 +34,7 @@ from transformer_lab.grading.autograde import GradeOptions, grade
 from transformer_lab.grading.record.report import GradingReport
 from transformer_lab.grading.run import lanes
 from transformer_lab.grading.run import queue as wq
+from transformer_lab.grading.run.kernel_clock import process_tree
 from transformer_lab.grading.run.loaded import LoadStamp
 from transformer_lab.grading.run.queue import WorkQueue
 
@@ -304,6 +306,7 @@ def test_a_killed_worker_s_submissions_are_graded_by_the_next_run(tmp_path, bwra
         time.sleep(0.2)
     else:
         pytest.fail("the first worker never held a lease")
+    killed = set(process_tree(first.pid))  # tlab and its grading processes
     os.killpg(first.pid, signal.SIGKILL)
     first.communicate(timeout=60)
     held = {s: st for s, (st, _) in _queue_rows(root).items() if st in ("graded", "leased")}
@@ -326,6 +329,14 @@ def test_a_killed_worker_s_submissions_are_graded_by_the_next_run(tmp_path, bwra
     }
     scores = _gradebook_scores(f"sqlite:///{root / 'gradebook.db'}")
     assert scores == {s: r.score for s, r in report.students.items()}
+    # The killed processes' private folders (sockets, seed) were removed by the next run.
+    left = [
+        p
+        for base in ("/dev/shm", tempfile.gettempdir())
+        for p in Path(base).glob("tlab-*-*-*")
+        if p.name.split("-")[2].isdigit() and int(p.name.split("-")[2]) in killed
+    ]
+    assert not left, left
 
 
 # ------------------------------------------------------------------ the load stamp

@@ -106,6 +106,30 @@ def test_a_missing_bwrap_is_a_clear_error(monkeypatch):
         sandbox.probe(REPO)
 
 
+def test_folders_of_a_grading_process_that_is_gone_are_removed_at_once(tmp_path, monkeypatch):
+    """A grading process killed with its kernels (SIGKILL, the watchdog) leaves its private
+    folders; the next kernel's start removes them when the process named in them is gone,
+    keeps those of a live process, and leaves folders without a process id to the age rule."""
+    import tempfile
+
+    from transformer_lab.grading.run import sandbox
+
+    monkeypatch.setattr(tempfile, "gettempdir", lambda: str(tmp_path))
+    monkeypatch.setattr(sandbox, "_memory_dir", lambda: None)
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    dead = tmp_path / f"tlab-seed-{gone.pid}-abc"
+    alive = tmp_path / f"tlab-ipc-{os.getpid()}-abc"
+    legacy = tmp_path / "tlab-seed-abc"
+    for folder in (dead, alive, legacy):
+        folder.mkdir()
+    made = sandbox._private_dir("tlab-seed-", base=str(tmp_path))
+    assert made.name.startswith(f"tlab-seed-{os.getpid()}-")
+    sandbox._remove_stale_dirs()
+    assert not dead.exists()
+    assert alive.exists() and legacy.exists() and made.exists()
+
+
 def test_the_solutions_raise_no_review_flag():
     for path in sorted(REPO.glob("solutions/*/*.ipynb")):
         nb = nbformat.read(path, as_version=4)

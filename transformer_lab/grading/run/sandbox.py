@@ -85,22 +85,41 @@ def _memory_dir() -> str | None:
 STALE_AFTER = 6 * 3600.0  # seconds; no graded kernel lives this long (per-cell time limits)
 
 
+def _maker_gone(path: Path, prefix: str) -> bool:
+    """Is the grading process that made this folder gone? Its id follows the prefix
+    (:func:`_private_dir`); its kernels died with it (``--die-with-parent``)."""
+    pid = path.name[len(prefix) :].split("-", 1)[0]
+    if not pid.isdigit():
+        return False  # a folder named before process ids were: the age rule decides
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False  # alive (another user's), or unknowable: keep it
+    return False
+
+
 def _remove_stale_dirs() -> None:
-    """Remove private folders left by grading processes that were killed (e.g. by the watchdog)."""
+    """Remove private folders left by grading processes that were killed (e.g. by the watchdog,
+    or a worker stopped with SIGKILL): at once when the process that made them is gone, and
+    any older than ``STALE_AFTER`` (its id may have been reused)."""
     import time
 
     for base in {tempfile.gettempdir(), _memory_dir() or tempfile.gettempdir()}:
         for prefix in ("tlab-ipc-", "tlab-seed-", "tlab-work-"):
             for path in Path(base).glob(prefix + "*"):
                 try:
-                    if path.is_dir() and time.time() - path.lstat().st_mtime > STALE_AFTER:
+                    old = time.time() - path.lstat().st_mtime > STALE_AFTER
+                    if path.is_dir() and (old or _maker_gone(path, prefix)):
                         shutil.rmtree(path, ignore_errors=True)
                 except OSError:
                     continue
 
 
 def _private_dir(prefix: str, uid: int = NOBODY, base: str | None = None) -> Path:
-    path = Path(tempfile.mkdtemp(prefix=prefix, dir=base))
+    """A folder only ``uid`` may use, named after this process (``PREFIX<pid>-XXXX``)."""
+    path = Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-", dir=base))
     if os.geteuid() == 0:
         os.chown(path, uid, uid)  # the kernel's own user
     path.chmod(0o700)
