@@ -43,8 +43,7 @@ class Lanes:
     gen_events: list[dict] = field(default_factory=list)  # loading the assignment
     other_events: list[dict] = field(default_factory=list)  # export, ...
     lock: threading.Lock = field(default_factory=threading.Lock)
-    retry_timeouts: bool = True  # a starved or undecided submission is graded once more
-    retried: set[str] = field(default_factory=set)  # ... and these were
+    retried: set[str] = field(default_factory=set)  # graded once more (outcome.grade_again)
     loaded_before: bool = False  # the gradebook has the assignment from today's sources
 
     def load_failed(self) -> bool:
@@ -188,7 +187,7 @@ class _Feeder:
         if event["op"] != "grade_student" or event.get("student") != self.current:
             return [], False
         sid, self.current = self.current, None
-        if self.lanes.retry_timeouts and grade_again(event) and sid not in self.lanes.retried:
+        if grade_again(event) and sid not in self.lanes.retried:
             with self.lanes.lock:
                 self.lanes.retried.add(sid)
                 self.lanes.events_by_student.pop(sid, None)
