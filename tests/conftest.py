@@ -16,6 +16,12 @@ Parallel runs (``make test``: pytest-xdist, ``-n auto``; how tests are shared ou
 ``tests/parallel.py``): each worker gets its own ``tmp_path`` tree and PostgreSQL cluster, and
 torch a share of the cores (two workers with two threads each on two cores fight over them).
 Every run ends with the seconds each test file took (``tests/timing.py``).
+
+Graded builds (``grading/run/stripped.py``): every course a test grades would make its own build
+of each notebook's package (about 2 s of CPU each, some forty per run); the run shares one folder
+of builds instead (``$TLAB_CACHE_DIR``, made by the process that starts the run, inherited by
+the workers and every ``tlab`` they start, removed at the end). A build's name holds a hash of the
+package's sources, so a shared one is the same build. Tests about the cache set their own.
 """
 
 import gc
@@ -38,6 +44,11 @@ sys.modules.setdefault("rfc3987_syntax", None)
 
 
 def pytest_configure(config):
+    if not hasattr(config, "workerinput") and "TLAB_CACHE_DIR" not in os.environ:
+        import tempfile
+
+        config._tlab_cache = tempfile.mkdtemp(prefix="tlab-test-cache-")
+        os.environ["TLAB_CACHE_DIR"] = config._tlab_cache
     # tests/timing.py: each process running tests measures CPU; the controller prints the table
     if not (config.getoption("numprocesses", None) and not hasattr(config, "workerinput")):
         config.pluginmanager.register(CpuPerPhase(), "cpu_per_phase")
@@ -191,6 +202,12 @@ def pytest_unconfigure(config):
     transformers, every model the tests built) at interpreter shutdown. Measured before the
     per-file freeze above (which now does most of this in the workers; pytest-xdist's controller
     runs no tests): 3.5 s of CPU and 2 s of wall time per two-worker run."""
+    cache = getattr(config, "_tlab_cache", None)
+    if cache is not None:  # the run's shared graded builds (pytest_configure)
+        import shutil
+
+        shutil.rmtree(cache, ignore_errors=True)
+        os.environ.pop("TLAB_CACHE_DIR", None)
     gc.freeze()
 
 
