@@ -10,7 +10,9 @@ violation; JupyterLab's own are written to ``tests/screenshots/axe_NN.json`` and
 
 The keyboard test drives one explorer with key presses only: Tab order, arrows on a slider and a
 dropdown, a notebook shortcut letter inside the widget, the redraw, the names and values a
-screen reader reads, and the live readout.
+screen reader reads, and the live readout. It drives the explorer on the page the audit of its
+notebook opened (``lab_pages``: one JupyterLab and one run of the cells per notebook, about 25 s
+each on two cores, instead of one per test); the audit reads the page before any key is pressed.
 """
 
 from __future__ import annotations
@@ -26,7 +28,6 @@ import pytest
 from browser_helpers import (
     CHROMIUM_ARGS,
     ROOT,
-    explorer_notebook,
     explorers_notebook,
     feedback_page,
     free_port,
@@ -115,26 +116,53 @@ def _summary(rows):
     return out
 
 
-def _audit(chromium, tmp_path, name):
+@pytest.fixture(scope="module")
+def lab_pages(chromium, tmp_path_factory):
+    """``open_page(name)``: notebook ``name``'s audit copy open in JupyterLab with every cell run,
+    opened once for the module's tests (the audit reads it first, the keyboard tests then drive
+    its explorers); closed at the end of the module."""
     from playwright.sync_api import sync_playwright
 
-    source = NOTEBOOKS / name / f"{name}.ipynb"
-    root = tmp_path / "root"
-    root.mkdir()
-    notebook, n_cells = explorers_notebook(source, root)
-    proc, url = _lab(tmp_path, notebook)
-    SHOTS.mkdir(exist_ok=True)
-    try:
-        with sync_playwright() as pw:
-            browser, page = _open(pw, chromium, url)
+    opened = {}
+    with sync_playwright() as pw:
+
+        def open_page(name):
+            if name not in opened:
+                work = tmp_path_factory.mktemp(f"a11y-{name[:2]}")
+                root = work / "root"
+                root.mkdir()
+                notebook, n_cells = explorers_notebook(NOTEBOOKS / name / f"{name}.ipynb", root)
+                proc, url = _lab(work, notebook)
+                try:
+                    browser, page = _open(pw, chromium, url)
+                    opened[name] = (proc, browser, page)
+                    _run_all(page, n_cells)
+                except BaseException:
+                    opened.pop(name, None)
+                    stop(proc)
+                    raise
+            return opened[name][2]
+
+        def close(name):
+            proc, browser, _ = opened.pop(name)
             try:
-                _run_all(page, n_cells)
-                rows = run_axe(page)
-                page.screenshot(path=str(SHOTS / f"axe_{name[:2]}.png"))
-            finally:
                 browser.close()
-    finally:
-        stop(proc)
+            finally:
+                stop(proc)
+
+        open_page.close = close
+        open_page.opened = opened
+        open_page.playwright = pw  # for other pages of the module (one Playwright per thread)
+        yield open_page
+        for name in list(opened):
+            close(name)
+
+
+def _audit_page(page, name):
+    """axe-core on an open page; the full list written beside its summary."""
+    SHOTS.mkdir(exist_ok=True)
+    rows = run_axe(page)
+    page.screenshot(path=str(SHOTS / f"axe_{name[:2]}.png"))
     summary = _summary(rows)
     (SHOTS / f"axe_{name[:2]}.json").write_text(
         json.dumps({"summary": summary, "violations": rows}, indent=1)
@@ -151,40 +179,42 @@ def _assert_course_clean(rows):
 
 
 @pytest.mark.parametrize("name", QUICK)
-def test_axe_finds_no_serious_violation_in_the_course_outputs(chromium, tmp_path, watchdog, name):
-    _assert_course_clean(_audit(chromium, tmp_path, name))
+def test_axe_finds_no_serious_violation_in_the_course_outputs(lab_pages, watchdog, name):
+    _assert_course_clean(_audit_page(lab_pages(name), name))
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", [n for n in ALL if n not in QUICK])
-def test_axe_other_notebooks(chromium, tmp_path, watchdog, name):
+def test_axe_other_notebooks(lab_pages, watchdog, name):
     """Opt-in (about 2 min per notebook on 2 cores): ``TLAB_AUDIT=all make test``; the suite
     audits 01, 04 and 07, whose explorers cover every kind of control and figure."""
     if os.environ.get("TLAB_AUDIT") != "all":
         pytest.skip(f"{name}: set TLAB_AUDIT=all to audit every notebook (01, 04, 07 always run)")
-    _assert_course_clean(_audit(chromium, tmp_path, name))
+    try:
+        rows = _audit_page(lab_pages(name), name)
+    finally:
+        if name in lab_pages.opened:
+            lab_pages.close(name)
+    _assert_course_clean(rows)
 
 
-def test_feedback_page_has_no_serious_violation(chromium, tmp_path, watchdog):
+def test_feedback_page_has_no_serious_violation(chromium, lab_pages, tmp_path, watchdog):
     """A feedback page from the project's exporter (nbgrader's template, sanitized, with the
     course's page style), opened from disk at 1366x768: axe finds nothing serious or critical."""
-    from playwright.sync_api import sync_playwright
-
     page_path = feedback_page(tmp_path)
     SHOTS.mkdir(exist_ok=True)
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(
-            executable_path=str(chromium), headless=True, args=CHROMIUM_ARGS
-        )
-        try:
-            # bypass_csp: the page forbids every script, axe included
-            page = browser.new_page(viewport={"width": 1366, "height": 768}, bypass_csp=True)
-            page.goto(page_path.as_uri(), wait_until="load")
-            assert page.locator("img[alt]").count() >= 1
-            rows = run_axe(page, "html")
-            page.screenshot(path=str(SHOTS / "feedback_page.png"))
-        finally:
-            browser.close()
+    browser = lab_pages.playwright.chromium.launch(
+        executable_path=str(chromium), headless=True, args=CHROMIUM_ARGS
+    )
+    try:
+        # bypass_csp: the page forbids every script, axe included
+        page = browser.new_page(viewport={"width": 1366, "height": 768}, bypass_csp=True)
+        page.goto(page_path.as_uri(), wait_until="load")
+        assert page.locator("img[alt]").count() >= 1
+        rows = run_axe(page, "html")
+        page.screenshot(path=str(SHOTS / "feedback_page.png"))
+    finally:
+        browser.close()
     summary = _summary(rows)
     (SHOTS / "axe_feedback.json").write_text(
         json.dumps({"summary": summary, "violations": rows}, indent=1)
@@ -193,7 +223,6 @@ def test_feedback_page_has_no_serious_violation(chromium, tmp_path, watchdog):
     _assert_course_clean(rows)
 
 
-WIDGET_IMG = ".tlab-explorer img.widget-image"
 FOCUSABLE = ".noUi-handle, .widget-readout[contenteditable=true], select, button, input, textarea"
 CELLS = ".jp-Notebook .jp-Cell"
 # Command-mode shortcuts pressed inside each control: insert above/below, delete, to markdown.
@@ -219,13 +248,12 @@ def _cells(page):
     )
 
 
-def _img_changes(page, press):
-    src = page.locator(WIDGET_IMG).first.get_attribute("src")
+def _img_changes(page, img, press):
+    """Press, then wait until the explorer's figure ``img`` is redrawn (its source changes)."""
+    src = img.get_attribute("src")
     press()
     page.wait_for_function(
-        "([sel, before]) => document.querySelector(sel).src !== before",
-        arg=[WIDGET_IMG, src],
-        timeout=20_000,
+        "([e, before]) => e.src !== before", arg=[img.element_handle(), src], timeout=20_000
     )
 
 
@@ -255,38 +283,25 @@ KEYBOARD = [
 
 
 @pytest.mark.parametrize("name, explorer, first_value", KEYBOARD, ids=[e for _, e, _ in KEYBOARD])
-def test_explorer_works_from_the_keyboard_alone(
-    chromium, tmp_path, watchdog, name, explorer, first_value
-):
-    from playwright.sync_api import sync_playwright
-
-    root = tmp_path / "root"
-    root.mkdir()
-    source = NOTEBOOKS / name / f"{name}.ipynb"
-    notebook, n_cells, _ = explorer_notebook(source, root, explorer)
-    proc, url = _lab(tmp_path, notebook)
+def test_explorer_works_from_the_keyboard_alone(lab_pages, watchdog, name, explorer, first_value):
+    page = lab_pages(name)
+    # The explorer shown by the cell that calls it (the page holds every explorer of the notebook).
+    cell = page.locator(".jp-CodeCell").filter(
+        has=page.locator(".jp-InputArea", has_text=f"{explorer}(")
+    )
+    explorer_el = cell.locator(".tlab-explorer").first
+    explorer_el.scroll_into_view_if_needed()
+    explorer_el.locator("img.widget-image").wait_for(timeout=60_000)
+    explorer_el.locator(
+        ".noUi-handle[data-lm-suppress-shortcuts], select[data-lm-suppress-shortcuts]"
+    ).first.wait_for(timeout=20_000)
+    _keyboard_checks(page, explorer_el, first_value)
     SHOTS.mkdir(exist_ok=True)
-    try:
-        with sync_playwright() as pw:
-            browser, page = _open(pw, chromium, url)
-            try:
-                _run_all(page, n_cells)
-                page.wait_for_selector(WIDGET_IMG, timeout=60_000)
-                page.wait_for_function(
-                    "() => document.querySelector('.tlab-explorer .noUi-handle"
-                    "[data-lm-suppress-shortcuts], .tlab-explorer select[data-lm-suppress-shortcuts]')",
-                    timeout=20_000,
-                )
-                _keyboard_checks(page, first_value)
-                page.screenshot(path=str(SHOTS / f"keyboard_{explorer}.png"))
-            finally:
-                browser.close()
-    finally:
-        stop(proc)
+    page.screenshot(path=str(SHOTS / f"keyboard_{explorer}.png"))
 
 
-def _keyboard_checks(page, first_value):
-    explorer_el = page.locator(".tlab-explorer").first
+def _keyboard_checks(page, explorer_el, first_value):
+    img = explorer_el.locator("img.widget-image")
     cells_before = _cells(page)
     readout = explorer_el.locator(".tlab-readout")
     assert readout.get_attribute("role") == "status"
@@ -324,7 +339,7 @@ def _keyboard_checks(page, first_value):
             handle.get_attribute("aria-valuemax")
         )
         key = "ArrowLeft" if at_max else "ArrowRight"
-        _img_changes(page, lambda h=handle, k=key: h.press(k))
+        _img_changes(page, img, lambda h=handle, k=key: h.press(k))
         page.wait_for_function(
             "([h, b]) => h.getAttribute('aria-valuetext') === b.textContent.trim()",
             arg=[handle.element_handle(), box.element_handle()],
@@ -334,7 +349,7 @@ def _keyboard_checks(page, first_value):
         readouts.append(readout.inner_text())
         # and back, so that each slider is tried from the explorer's initial state
         back = "ArrowRight" if at_max else "ArrowLeft"
-        _img_changes(page, lambda h=handle, k=back: h.press(k))
+        _img_changes(page, img, lambda h=handle, k=back: h.press(k))
         page.wait_for_function(
             "([h, v]) => h.getAttribute('aria-valuetext') === v",
             arg=[handle.element_handle(), before],
@@ -347,7 +362,7 @@ def _keyboard_checks(page, first_value):
         _press_shortcuts(page, select)
         before = select.input_value()
         last = select.evaluate("s => s.selectedIndex === s.options.length - 1")
-        _img_changes(page, lambda s=select, k="ArrowUp" if last else "ArrowDown": s.press(k))
+        _img_changes(page, img, lambda s=select, k="ArrowUp" if last else "ArrowDown": s.press(k))
         assert select.input_value() != before
         readouts.append(readout.inner_text())
         assert _is_active(select)
@@ -356,7 +371,7 @@ def _keyboard_checks(page, first_value):
     if toggles.count() > 1:
         assert toggles.first.get_attribute("aria-pressed") in ("true", "false")
         _press_shortcuts(page, toggles.nth(1))
-        _img_changes(page, lambda: page.keyboard.press("Enter"))
+        _img_changes(page, img, lambda: page.keyboard.press("Enter"))
         page.wait_for_function(
             "b => b.getAttribute('aria-pressed') === 'true'",
             arg=toggles.nth(1).element_handle(),
@@ -364,4 +379,4 @@ def _keyboard_checks(page, first_value):
         )
     assert _cells(page) == cells_before, "a notebook shortcut fired inside the explorer"
     assert any(r != readout_before for r in readouts), "the live readout never changed"
-    assert explorer_el.locator("img.widget-image").get_attribute("alt")
+    assert img.get_attribute("alt")
