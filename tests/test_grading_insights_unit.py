@@ -323,3 +323,16 @@ def test_whole_course_report(tmp_path):
     page = html_path.read_text(encoding="utf-8")
     assert page.count("<img ") == len(found) + 1  # scores per assignment, the map
     assert "Students below 50%" in page
+
+
+def test_grade_takes_the_notebook_number_as_insights_does(tmp_path):
+    """`tlab grade 01` grades 01_self_attention, as `tlab insights 01` reads it; a number that
+    names no folder, or several, is passed on for the grader to say what it expected."""
+    from transformer_lab.cli import _assignment_folder
+
+    for name in ("01_self_attention", "07_gpt", "07_gpt_extra"):
+        (tmp_path / "solutions" / name).mkdir(parents=True)
+    assert _assignment_folder(tmp_path, "01") == "01_self_attention"
+    assert _assignment_folder(tmp_path, "01_self_attention") == "01_self_attention"
+    assert _assignment_folder(tmp_path, "07") == "07"  # two folders start so: not guessed
+    assert _assignment_folder(tmp_path, "05") == "05"

@@ -110,6 +110,7 @@ def _cmd_grade(args) -> int:
         keep_old_tests=args.keep_old_tests,
     )
     root = _root(args)
+    args.assignment = _assignment_folder(root, args.assignment)
     started = time.monotonic()
     report = grade(root, args.assignment, options)
     print(report.summary())
@@ -256,6 +257,20 @@ def _cmd_roster(args) -> int:
             f"(is --id-column the JupyterHub user name?): {', '.join(strangers[:20])}"
         )
     return 0
+
+
+def _assignment_folder(root: Path, wanted: str) -> str:
+    """``01`` -> ``01_self_attention`` when exactly one folder of solutions/ starts so (as
+    ``tlab insights`` reads it); any other name is passed on as it is."""
+    from transformer_lab.grading.channels.insights import resolve_assignment
+
+    source = root / "solutions"
+    if (source / wanted).is_dir() or not source.is_dir():
+        return wanted
+    try:
+        return resolve_assignment(wanted, sorted(p.name for p in source.iterdir() if p.is_dir()))
+    except ValueError:
+        return wanted  # the grader names what it expected
 
 
 def _cmd_insights(args) -> int:
