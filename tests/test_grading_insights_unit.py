@@ -336,3 +336,46 @@ def test_grade_takes_the_notebook_number_as_insights_does(tmp_path):
     assert _assignment_folder(tmp_path, "01_self_attention") == "01_self_attention"
     assert _assignment_folder(tmp_path, "07") == "07"  # two folders start so: not guessed
     assert _assignment_folder(tmp_path, "05") == "05"
+
+
+def test_a_cell_failing_because_an_earlier_one_fails_is_counted_so(tmp_path):
+    """A self-attention whose own softmax is wrong is counted under "fails because softmax
+    fails", not as a self-attention mistake; the check's message is kept as the example."""
+    import nbformat
+
+    from transformer_lab.grading.channels.publish import cell_facts, failing_dependencies
+
+    nb = nbformat.v4.new_notebook()
+
+    def cell(source, grade_id, solution):
+        c = nbformat.v4.new_code_cell(source)
+        c.metadata["nbgrader"] = {"grade_id": grade_id, "solution": solution, "grade": not solution}
+        return c
+
+    nb.cells = [
+        cell("def softmax(x, dim=-1):\n    return x", "softmax_impl", True),
+        cell("check_softmax(softmax)", "softmax_tests", False),
+        cell("def self_attention(x, w_q, w_k, w_v):\n    return softmax(x @ w_q)", "sa_impl", True),
+        cell("check_self_attention(self_attention)", "self_attention_tests", False),
+    ]
+    path = tmp_path / "nb.ipynb"
+    nbformat.write(nb, path)
+    builds_on = failing_dependencies(cell_facts(path), {"softmax_tests", "self_attention_tests"})
+    assert builds_on == {"self_attention_tests": ("softmax_tests", "softmax")}
+    assert failing_dependencies(cell_facts(path), {"self_attention_tests"}) == {}
+
+    url = f"sqlite:///{tmp_path / 'g.db'}"
+    make_gradebook(url, small_class())
+    said = "check_self_attention: the attention weights differ from the reference"
+    verdicts = [
+        dict(bad("softmax taken over dimension 0 instead of dim=-1"), grade_id="softmax_tests"),
+        dict(bad(None, said), grade_id="self_attention_tests"),
+    ]
+    insights.store_verdicts(
+        url, COURSE, "01_self_attention", "s1", "fp", verdicts, "graded", builds_on
+    )
+    found = insights.count(insights.read_class(url, COURSE, "01_self_attention"))
+    attention = _exercise(found, "self_attention")
+    row = next(m for m in attention.mistakes if "s1" in m.students)
+    assert row.name == "fails because softmax fails (calls softmax)"
+    assert row.example == said

@@ -388,6 +388,19 @@ def _warn_if_release_is_stale(plan: _Plan, released_now: Path) -> None:
         )
 
 
+def _builds_on(plan: _Plan, sid: str, verdicts: list[dict] | None) -> dict[str, tuple]:
+    """The failing cells of ``sid``'s submission whose answer calls an earlier failing answer
+    (``publish.failing_dependencies`` on the submitted notebooks, failures as decided)."""
+    from transformer_lab.grading.channels.publish import cell_facts, failing_dependencies
+
+    failing = {str(v.get("grade_id")) for v in verdicts or () if not v.get("passed")}
+    found: dict[str, tuple] = {}
+    if failing:
+        for notebook in sorted((plan.submitted_root / sid / plan.assignment).glob("*.ipynb")):
+            found.update(failing_dependencies(cell_facts(notebook), failing))
+    return found
+
+
 def _record(plan: _Plan, lanes: Lanes, other_events: list[dict]) -> GradingReport:
     """Each graded submission's event becomes its row; failed regrades keep their old grades;
     flags reach the gradebook and decisions settle reviews; the report is saved."""
@@ -413,7 +426,8 @@ def _record(plan: _Plan, lanes: Lanes, other_events: list[dict]) -> GradingRepor
             result.notes.append("previous autograded notebook and feedback kept")
         _record_hand_in_and_tests(plan, sid, result)
         store_verdicts(plan.url, plan.course_id, plan.assignment, sid, result.fingerprint,
-                       event.get("verdicts"), result.status)  # fmt: skip
+                       event.get("verdicts"), result.status,
+                       _builds_on(plan, sid, event.get("verdicts")))  # fmt: skip
         report.students[sid] = result
         report.graded_now.append(sid)
     for folder in plan.backups.values():  # only this run's students: other shards keep theirs

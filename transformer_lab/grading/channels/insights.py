@@ -105,13 +105,28 @@ def exercise_of_cells() -> dict[str, tuple[str, str]]:
 
 
 def store_verdicts(url: str, course_id: str, assignment: str, student: str,
-                   fingerprint: str, verdicts: list[dict] | None, status: str) -> int:  # fmt: skip
+                   fingerprint: str, verdicts: list[dict] | None, status: str,
+                   builds_on: dict[str, tuple] | None = None) -> int:  # fmt: skip
     """Replace ``student``'s stored verdicts of ``assignment`` with this grading's; returns how
     many were stored. Nothing changes when the submission was not graded (the previous grade,
-    and so its verdicts, stay) or the grading process sent none (an older grader)."""
+    and so its verdicts, stay) or the grading process sent none (an older grader).
+
+    ``builds_on`` (``publish.failing_dependencies``): a failing cell whose answer calls an
+    earlier failing answer is counted as "fails because <that exercise> fails", not as a mistake
+    of its own (the check's message stays in ``message``)."""
     if verdicts is None or status not in _STORED:
         return 0
     cells = exercise_of_cells()
+    builds_on = builds_on or {}
+
+    def mistake(v: dict) -> str | None:
+        if v.get("passed"):
+            return None
+        if v.get("grade_id") in builds_on:
+            cause, names = builds_on[v["grade_id"]]
+            return f"fails because {cells.get(cause, (cause,))[0]} fails (calls {names})"
+        return v.get("mistake") or None
+
     stamp = now()
     rows = [
         {
@@ -125,7 +140,7 @@ def store_verdicts(url: str, course_id: str, assignment: str, student: str,
             or str(v.get("grade_id", "")),
             "lane": HIDDEN if v.get("hidden") else VISIBLE,
             "passed": bool(v.get("passed")),
-            "mistake": (v.get("mistake") or None) if not v.get("passed") else None,
+            "mistake": mistake(v),
             "message": str(v.get("message") or "")[:2000],
             "recorded_at": stamp,
         }

@@ -30,7 +30,7 @@ from transformer_lab.grading.record.ledger import (
 from transformer_lab.grading.record.report import GradingReport, merge_stored, report_lock
 from transformer_lab.grading.record.tables import whoami
 
-__all__ = ["settle", "refresh_pages", "record_box", "cell_facts"]
+__all__ = ["settle", "refresh_pages", "record_box", "cell_facts", "failing_dependencies"]
 
 BEGIN, END = '<div class="tlab-record">', "</div><!--/tlab-record-->"
 _BOX = re.compile(re.escape(BEGIN) + r".*?" + re.escape(END) + r"\n?", re.S)
@@ -80,21 +80,31 @@ def cell_facts(autograded: Path) -> list[dict]:
     return facts
 
 
-def _dependency_notes(facts: list[dict]) -> list[str]:
-    """ "X fails because Y fails": a failing cell whose answer calls an earlier failing answer."""
-    notes, failing = [], []
+def failing_dependencies(facts: list[dict], failing: set[str] | None = None) -> dict[str, tuple]:
+    """``{cell id: (earlier cell id, names)}``: each failing graded cell whose answer calls names
+    that an earlier failing answer defines (the last such cell). ``failing``: the ids of the
+    cells that failed (default: the cells' own errors, ``fact["failed"]``)."""
+    found, seen = {}, []
     for f in facts:
-        if f["failed"]:
-            causes = [e for e in failing if (e["defines"] & f["calls"]) - f["defines"]]
+        if f["id"] in failing if failing is not None else f["failed"]:
+            causes = [e for e in seen if (e["defines"] & f["calls"]) - f["defines"]]
             if causes:
                 e = causes[-1]
-                names = ", ".join(sorted((e["defines"] & f["calls"]) - f["defines"]))
-                notes.append(
-                    f"{f['id']} fails because {e['id']} fails: your answer calls {names}, "
-                    f"which {e['id']} tests; fix {e['id']} first"
+                found[f["id"]] = (
+                    e["id"],
+                    ", ".join(sorted((e["defines"] & f["calls"]) - f["defines"])),
                 )
-            failing.append(f)
-    return notes
+            seen.append(f)
+    return found
+
+
+def _dependency_notes(facts: list[dict]) -> list[str]:
+    """ "X fails because Y fails": a failing cell whose answer calls an earlier failing answer."""
+    return [
+        f"{cell} fails because {cause} fails: your answer calls {names}, "
+        f"which {cause} tests; fix {cause} first"
+        for cell, (cause, names) in failing_dependencies(facts).items()
+    ]
 
 
 def _flag_lines(row, facts: list[dict], final) -> list[str]:
