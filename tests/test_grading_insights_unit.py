@@ -379,3 +379,33 @@ def test_a_cell_failing_because_an_earlier_one_fails_is_counted_so(tmp_path):
     row = next(m for m in attention.mistakes if "s1" in m.students)
     assert row.name == "fails because softmax fails (calls softmax)"
     assert row.example == said
+
+
+def test_a_mistake_is_named_by_its_diagnosis_not_by_the_case_observed():
+    """One mistake is one row whatever the case's numbers: the name skips an opening
+    observation ("... but received 144.") and a raised error's text before its hint."""
+    assert (
+        mistake_name(
+            "for T=3, C=2, D=2 the count is 72, but received 144. That is FLOPs (2 per "
+            "multiply-add, as FLOP counters report); count multiply-adds."
+        )
+        == "That is FLOPs (2 per multiply-add, as FLOP counters report)"
+    )
+    assert (
+        mistake_name(
+            "for T=3, C=2, D=2 the count is 72, but received 36. You counted the projections "
+            "only; add the two T x T products."
+        )
+        == "You counted the projections only"
+    )
+    assert (
+        mistake_name(
+            "your function raised RuntimeError: The size of tensor a (6) must match the size of "
+            "tensor b (4) at non-singleton dimension 1 — the reductions need keepdim=True so they "
+            "broadcast back over `dim`"
+        )
+        == "raised RuntimeError: the reductions need keepdim=True so they broadcast back over `dim`"
+    )
+    assert mistake_name("the output should have shape (5, 5), but yours has shape (5, 6)") == (
+        "the output should have shape (5, 5), but yours has shape (5, 6)"
+    )

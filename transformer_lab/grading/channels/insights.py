@@ -163,13 +163,7 @@ def store_verdicts(url: str, course_id: str, assignment: str, student: str,
     return len(rows)
 
 
-def mistake_name(mistake: str | None) -> str:
-    """How a mistake is counted: the catalogue message's first clause (its name), or GENERIC.
-
-    ``"overflow: exp() of large scores is inf, ..."`` -> ``"overflow"``."""
-    if not mistake:
-        return GENERIC
-    text = mistake.strip()
+def _first_clause(text: str) -> str:
     depth = 0
     for match in re.finditer(r"[()]|: |; |\. (?=[A-Z])| — ", text):
         mark = match.group(0)
@@ -177,6 +171,31 @@ def mistake_name(mistake: str | None) -> str:
         if mark not in "()" and depth <= 0:  # a clause ends outside parentheses
             return text[: match.start()].strip().rstrip(".") or text[:120]
     return text.rstrip(".")
+
+
+# Messages that open with what was observed and name the mistake after it.
+_RAISED = re.compile(r"^your function raised (\w+)\b.*? — (.+)$", re.S)
+_OBSERVED = re.compile(r"^[^.]*\bbut (?:received|yours (?:is|has|was))\b[^.]*\.\s+(?=[A-Z])")
+
+
+def mistake_name(mistake: str | None) -> str:
+    """How a mistake is counted: the catalogue message's first clause (its name), or GENERIC.
+
+    ``"overflow: exp() of large scores is inf, ..."`` -> ``"overflow"``. Where the message opens
+    with what was observed, the name is the diagnosis after it: ``"for T=3 ... the count is 72,
+    but received 144. That is FLOPs ..."`` -> ``"That is FLOPs ..."``; ``"your function raised
+    RuntimeError: ... — the reductions need keepdim=True ..."`` -> ``"raised RuntimeError: the
+    reductions need keepdim=True ..."`` (so that one mistake is one row, whatever the case)."""
+    if not mistake:
+        return GENERIC
+    text = mistake.strip()
+    raised = _RAISED.match(text)
+    if raised:
+        return f"raised {raised.group(1)}: {_first_clause(raised.group(2).strip())}"
+    observed = _OBSERVED.match(text)
+    if observed and text[observed.end() :].strip():
+        return _first_clause(text[observed.end() :].strip())
+    return _first_clause(text)
 
 
 # ---------------------------------------------------------------------------------------------
