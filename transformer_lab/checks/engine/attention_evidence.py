@@ -61,6 +61,23 @@ def close_but_empty_rows(actual: Tensor, expected: Tensor, empty: Tensor | None)
     return bool(((rows == 0).all(dim=-1) | TRUSTED.isnan(rows).all(dim=-1)).all())
 
 
+OVERFLOW = (
+    "the attention weights contain NaN or inf on large scores: exp() overflows (above about 88 "
+    "in float32 it is inf, and inf / inf is NaN); subtract each row's maximum before exp(), as a "
+    "stable softmax does"
+)
+
+
+def overflowed(case, actual: Tensor, expected: Tensor) -> bool:
+    """On a case of large scores (``case.data["large_scores"]``): NaN or inf where the
+    reference is finite."""
+    if not case.data.get("large_scores") or not TRUSTED.is_tensor(actual):
+        return False
+    if actual.shape != expected.shape:
+        return False
+    return bool((~TRUSTED.isfinite(actual) & TRUSTED.isfinite(expected)).any())
+
+
 def _right(out, expected) -> bool:
     """Is ``out`` a tensor of ``expected``'s shape and values?"""
     return (
@@ -148,6 +165,8 @@ def check_attention_pair(
         if empty is not None:
             case.data["masked_rows"] = empty
         run.outputs = (weights, exp_w)
+        if overflowed(case, weights, exp_w):
+            run.fail(OVERFLOW, case)
         if mask is not None and _right(out, exp_out):  # the output saw the mask, the weights not
             scores = q.double() @ k.double().transpose(-2, -1) / math.sqrt(q.shape[-1])
             if TRUSTED.allclose(weights.double(), torch.softmax(scores, -1), atol=1e-4):

@@ -46,6 +46,30 @@ def _added_mask(q, k, v, mask, sm):
     return weights @ v, weights
 
 
+POLARITY = (
+    "the mask is inverted (its polarity is reversed): True = may attend, False = hidden, so "
+    "fill the scores where the mask is False: scores.masked_fill(~mask, float('-inf'))"
+)
+
+UNASKED_CAUSAL = (
+    "a causal (lower-triangular, tril) mask is applied although the `mask` argument asks for "
+    "none: queries here may see every key, future positions included; mask only where `mask` "
+    "is False"
+)
+
+
+def causal_variants(mask: Tensor | None, T: int, S: int) -> list[Tensor]:
+    """The masks of a student who adds a causal mask of their own: the (T, S) lower triangle
+    aligned at the first key or at the last, on its own and combined with ``mask``."""
+    ones = torch.ones(T, S, dtype=torch.bool)
+    found = []
+    for causal in (ones.tril(), ones.tril(S - T)):
+        for m in (causal,) if mask is None else (causal, causal & mask):
+            if not any(m.shape == f.shape and torch.equal(m, f) for f in found):
+                found.append(m)
+    return found
+
+
 def _naive_softmax(x: Tensor, dim: int = -1) -> Tensor:
     return torch.exp(x) / torch.exp(x).sum(dim=dim, keepdim=True)
 
@@ -158,8 +182,7 @@ def attention_mistakes(q, k, v, mask, widths: dict[str, tuple[float, str]]) -> l
                 softmax=True,
             ),
             Mistake(
-                "the mask polarity is reversed: True means 'may attend', so fill the scores where "
-                "the mask is False: scores.masked_fill(~mask, float('-inf'))",
+                POLARITY,
                 a(mask_mode="reversed"),
                 softmax=True,
             ),
@@ -195,4 +218,9 @@ def attention_mistakes(q, k, v, mask, widths: dict[str, tuple[float, str]]) -> l
                     softmax=True,
                 )
             )
+    T, S = q.shape[-2], k.shape[-2]
+    for causal in causal_variants(mask, T, S):
+        out.append(
+            Mistake(UNASKED_CAUSAL, lambda sm, m=causal: attend(q, k, v, m, sm), softmax=True)
+        )
     return out

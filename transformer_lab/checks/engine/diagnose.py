@@ -24,6 +24,7 @@ Evidence :func:`explain` looks for, in this order (each names the mistake only i
     reference at the argument's default);
   * right for the first batch element / head / row only;
   * shifted by one position along an axis;
+  * the reference's axes permuted and reshaped back (a reshape where a transpose belongs);
   * otherwise a precise observation: which slices differ, NaN positions, slice sums != 1,
     the largest difference and where.
 Tuple order / arity, dtype, device, shapes and mutated inputs are named by
@@ -47,6 +48,7 @@ from transformer_lab.checks.engine.evidence import (
     _first_only,
     _masked_rows,
     _rearranged,
+    _reshaped,
     _shifted,
     _variations,
     differs,
@@ -156,6 +158,7 @@ def explain(
         lambda: _variations(a, e, variations, rerun, atol, rtol),
         lambda: _first_only(a, e, axes, atol, rtol),
         lambda: _shifted(a, e, axes, atol, rtol),
+        lambda: _reshaped(a, e, axes),
         lambda: _rearranged(a, e),
     )
     fallback = None  # an observation kept while the named evidence is still being tried

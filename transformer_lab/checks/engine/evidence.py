@@ -259,6 +259,33 @@ def _variations(actual, expected, variations, rerun, atol, rtol) -> Finding | No
     return None
 
 
+def _reshaped(actual: Tensor, expected: Tensor, axes) -> Finding | None:
+    """The reference with two or more of its axes permuted and then reshaped back to its shape:
+    a reshape (or view) where a transpose belongs, or a tensor built in another axis order."""
+    dims = [d for d in range(expected.dim()) if expected.shape[d] > 1]
+    if not 2 <= len(dims) <= 4 or actual.shape != expected.shape:
+        return None
+    core = expected.reshape([expected.shape[d] for d in dims])  # size-1 axes left out
+    for perm in itertools.permutations(range(len(dims))):
+        if list(perm) == sorted(perm):
+            continue
+        moved = core.permute(*perm).reshape(expected.shape)
+        if same(moved, expected) or not same(actual, moved):
+            continue
+        names = [_axis(axes, dims[p], expected.dim()) for p in perm]
+        if names[0].startswith("index along"):
+            names = [f"dim {dims[p]}" for p in perm]
+        order = ", ".join(names)
+        return Finding(
+            f"your result holds the reference's values in the wrong order: it is the reference "
+            f"with its axes swapped (transposed) to ({order}) and then reshaped (or viewed) back "
+            f"to its shape; reshape and view never move axes: build the tensor in the right axis "
+            f"order, or transpose before reshaping",
+            True,
+        )
+    return None
+
+
 def _rearranged(actual: Tensor, expected: Tensor) -> Finding | None:
     """The same multiset of numbers in other places: an axis reordering."""
     if actual.numel() < 4 or actual.dtype == torch.bool:

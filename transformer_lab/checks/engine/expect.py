@@ -259,6 +259,13 @@ class ExpectMixin:
                     "return a boolean tensor (compare, e.g. `idx[:, None] >= idx[None, :]`, or "
                     "call `.bool()`)"
                 )
+            elif dtype == torch.float64 and value.dtype in (torch.float32, torch.float16):
+                tip = (
+                    f"the inputs are float64 but something in your function is {value.dtype} "
+                    f"(a tensor made with torch.zeros / torch.tensor / torch.ones without dtype=, "
+                    f"or a .float()): create new tensors with the inputs' dtype, e.g. "
+                    f"torch.zeros(..., dtype=x.dtype) or torch.zeros_like(x)"
+                )
             else:
                 tip = (
                     f"keep the dtype {dtype} (avoid mixing in float64 tensors, or call "

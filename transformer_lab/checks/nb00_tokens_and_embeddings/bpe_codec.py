@@ -99,6 +99,32 @@ def _encode_error_hint(exc: BaseException, case: Case) -> str:
     return _signature_hint(exc, "encode(text, merges)")
 
 
+def _not_flat_ints(got, want: list[int]) -> str | None:
+    """What is wrong with a result that is not a flat list of ints: nested per word, tokens as
+    bytes or strings, a tensor or an array, ints of another type."""
+    if hasattr(got, "tolist") and not isinstance(got, (list, tuple)):
+        return f"return a list of Python ints, not {kind_of(got)}: convert it with .tolist()"
+    if not isinstance(got, (list, tuple)):
+        return None
+    if got and all(isinstance(g, (list, tuple)) for g in got):
+        flat = [i for part in got for i in part]
+        verdict = "the ids are right, but" if flat == want else "your result is nested:"
+        return (
+            f"{verdict} you return a list of lists (one list per word); encode returns one flat "
+            f"list of ids: extend (concatenate) the words' ids into a single list"
+        )
+    if got and all(isinstance(g, (bytes, str)) for g in got):
+        return (
+            "your list holds the tokens themselves (bytes or strings), not their ids: return "
+            "the int id of each token (a byte's value, or 256 + the merge's index)"
+        )
+    if type(got) is tuple and all(type(g) is int for g in got):
+        return "return a list of ids, not a tuple: list(...) around it"
+    if all(hasattr(g, "item") for g in got):
+        return "your ids are tensors or numpy numbers, not Python ints: use int(...) or .item()"
+    return None
+
+
 def check_bpe_encode(encode, hidden: bool = False) -> None:
     """Check ``encode(text, merges) -> list of ids`` against the reference."""
     __tracebackhide__ = True
@@ -118,7 +144,11 @@ def check_bpe_encode(encode, hidden: bool = False) -> None:
         if got is None:
             run.fail("your function returned None: return the list of token ids.", case)
         if not is_int_list(got):
-            run.fail(f"return a list of Python ints, but yours is {kind_of(got)}.", case)
+            problem = _not_flat_ints(got, want)
+            run.fail(
+                (problem or f"return a list of Python ints, but yours is {kind_of(got)}") + ".",
+                case,
+            )
         if got == want:
             continue
         for message, variant in encode_variants(text, merges):

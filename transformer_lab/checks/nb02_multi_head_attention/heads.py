@@ -86,6 +86,12 @@ def check_split_heads(split_heads, hidden: bool = False) -> None:
         def hint(got: tuple, B=B, T=T, H=H, C=C) -> str | None:
             if got == (B, T, H, C // H):
                 return "that is (B, T, H, D): transpose(1, 2) to put the heads before the positions"
+            if got == (B, C // H, T, H) and H != C // H:
+                return (
+                    f"your tensor has {C // H} heads of width {H}: n_heads={H} is the number of "
+                    f"heads H, not the head width; each head has width D = C // H = {C // H} "
+                    f"(x.split(n) cuts chunks of size n: x.chunk(H, dim=-1) makes H of them)"
+                )
             if len(got) == 4 and got[1] != H and got[0] == B and got[2] == T:
                 return f"your tensor has {got[1]} heads, but n_heads={H}: use the n_heads argument"
             return None
@@ -111,6 +117,16 @@ def _merge_hint(got: tuple, B: int, H: int, T: int, D: int) -> str:
         return "that is (B, H * T, D): concatenate the heads along the features (the last dim)"
     if got == (B, T, H, D):
         return "that is (B, T, H, D): reshape it to (B, T, H * D)"
+    if got == (B, H, T * D) and H != T:
+        return (
+            "that is (B, H, T * D): x is (B, H, T, D), heads before positions; you unpacked its "
+            "shape as (B, T, H, D), which swaps H and T: b, h, t, d = x.shape"
+        )
+    if len(got) == 3 and got[1:] == (T, H * D) and got[0] != B:
+        return (
+            f"yours has {got[0]} batch element(s) instead of B={B}: merge every batch element "
+            f"(x[0] keeps only the first); keep the batch dimension"
+        )
     if got == (B, T, D):
         return (
             "that is the width of one head (summed, averaged or a single head?): concatenate "

@@ -4,82 +4,39 @@ multi_head_attention(x_q, x_kv, w_q, w_k, w_v, w_o, n_heads, mask=None) -> (out,
     x_q (B, T, C), x_kv (B, S, C), every w (C, C); Q = x_q @ w_q, ...; out (B, T, C),
     weights (B, H, T, S)
 
-The mistakes it names are computed in mha_mistakes.py.
+The cases are in mha_cases.py, the mistakes it names in mha_mistakes.py (computed by the wrong
+multi-head attention of mha_variants.py), and the evidence for a wrong scale in
+mha_scale_evidence.py.
 """
 
 from __future__ import annotations
 
-import math
+import itertools
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from transformer_lab import heads as _ref
-from transformer_lab.checks.engine.core import Case, Runner, describe_args, generator
+from transformer_lab.checks.engine.attention_evidence import (
+    OVERFLOW,
+    close_but_empty_rows,
+    empty_rows,
+    overflowed,
+)
+from transformer_lab.checks.engine.core import Case, Runner
+from transformer_lab.checks.engine.diagnose import same
 from transformer_lab.checks.engine.forbid import Forbidden
 from transformer_lab.checks.engine.messages import signature_hint as _signature_hint
-from transformer_lab.checks.nb02_multi_head_attention.mha_mistakes import _mha, _mha_mistakes
+from transformer_lab.checks.nb02_multi_head_attention.mha_cases import ATOL, RTOL, _mha_cases
+from transformer_lab.checks.nb02_multi_head_attention.mha_mistakes import _mha_mistakes
+from transformer_lab.checks.nb02_multi_head_attention.mha_scale_evidence import (
+    _scale_confirmed,
+    _scale_observation,
+)
 from transformer_lab.checks.registry import Cell, Exercise, register
 
 __all__ = ["check_multi_head_attention"]
-
-
-ATOL, RTOL = 1e-5, 1e-4
-
-
-def _mha_cases(hidden: bool) -> list[Case]:
-    g = generator(9606 if hidden else 606)
-    r = lambda *s: torch.randn(*s, generator=g) / (s[-1] ** 0.5 if len(s) == 2 else 1.0)  # noqa: E731
-    causal = lambda T: torch.ones(T, T, dtype=torch.bool).tril()  # noqa: E731
-
-    def pad(lengths: list[int], S: int) -> Tensor:
-        allowed = torch.arange(S)[None, :] < torch.tensor(lengths)[:, None]  # (B, S)
-        return allowed[:, None, None, :]  # (B, 1, 1, S)
-
-    x = r(2, 4, 8)
-    specs = [
-        ("self-attention, H=2", x, x, 2, None),
-        ("cross-attention, T != S, H=4", r(2, 3, 8), r(2, 5, 8), 4, None),
-        ("causal self-attention", r(2, 5, 8), None, 2, causal(5)),
-        ("cross-attention with padding mask", r(2, 3, 12), r(2, 6, 12), 3, pad([6, 2], 6)),
-        ("one head", r(1, 4, 6), None, 1, None),
-        ("cross-attention, T = S", r(2, 4, 8), r(2, 4, 8), 2, None),
-    ]
-    if hidden:
-        specs += [
-            ("H=4, causal", r(3, 6, 16), None, 4, causal(6)),
-            ("cross-attention, H=8", r(2, 2, 16), r(2, 7, 16), 8, pad([7, 3], 7)),
-        ]
-    cases = []
-    for name, xq, xkv, H, mask in specs:
-        xkv = xq if xkv is None else xkv
-        C = xq.shape[-1]
-        wq, wk, wv, wo = (r(C, C) for _ in range(4))
-        kwargs = {} if mask is None else {"mask": mask}
-        case = Case(
-            name,
-            (xq, xkv, wq, wk, wv, wo, H),
-            kwargs,
-            describe_args(x_q=xq, x_kv=xkv, n_heads=H, mask=mask),
-        )
-        module = _ref.MultiHeadAttention(C, H, bias=False)
-        with (
-            torch.no_grad()
-        ):  # nn.Linear stores W^T: y = x @ weight.T, and our w is applied as x @ w
-            for lin, w in (
-                (module.q_proj, wq),
-                (module.k_proj, wk),
-                (module.v_proj, wv),
-                (module.out_proj, wo),
-            ):
-                lin.weight.copy_(w.T)
-            out, weights = module(xq, xkv, mask=mask, need_weights=True)
-        case.data.update(
-            xq=xq, xkv=xkv, w=(wq, wk, wv, wo), H=H, mask=mask, expected=(out, weights)
-        )
-        cases.append(case)
-    return cases
 
 
 def _mha_forbidden() -> list[Forbidden]:
@@ -111,62 +68,30 @@ def _lengths_hint(run: Runner, exc: BaseException, case: Case) -> str:
     )
 
 
-def _fitted_scale(weights: Tensor, case: Case) -> float | None:
-    """The divisor s with weights = softmax(q k^T / s), read from the student's weights."""
-    xq, xkv, (wq, wk, _, _), H = case.args[0], case.args[1], case.args[2:6], case.args[6]
-    B, T, C = xq.shape
-    D, S = C // H, xkv.shape[1]
-    q = (xq @ wq).view(B, T, H, D).transpose(1, 2).double()
-    k = (xkv @ wk).view(B, S, H, D).transpose(1, 2).double()
-    raw = q @ k.transpose(-2, -1)  # (B, H, T, S)
-    w = weights.detach().double()
-    if w.shape != raw.shape or not torch.isfinite(w).all() or (w <= 0).any():
-        return None
-    lw = w.log() - w.log().mean(-1, keepdim=True)
-    rc = raw - raw.mean(-1, keepdim=True)
-    inv = (lw * rc).sum() / (rc * rc).sum()  # least squares: lw = rc / s
-    if inv <= 0 or not torch.allclose(lw, rc * inv, atol=1e-3):
-        return None
-    return float(1 / inv)
-
-
-def _scale_observation(weights: Tensor, case: Case) -> str:
-    C, H = case.args[0].shape[-1], case.args[6]
-    s = _fitted_scale(weights, case)
-    got = f"by {s:.4g}" if s is not None else "by another number"
+def _head_index_hint(exc: BaseException, case: Case) -> str:
+    """An index past a size-1 axis of a mask that has no head axis: mask[:, h] in a loop."""
+    mask = case.kwargs.get("mask")
+    if not isinstance(exc, IndexError) or mask is None or mask.dim() < 4 or mask.shape[1] != 1:
+        return ""
+    if "with size 1" not in str(exc):
+        return ""
     return (
-        f"the scaling is wrong: with C={C}, H={H} your scores are divided {got} instead of "
-        f"sqrt(D) = {math.sqrt(C // H):.4g} (D = C / H = {C // H}, the head width)"
+        f"the mask {tuple(mask.shape)} has no head axis to index with h (its dim 1 has size 1): "
+        f"expand it first, mask.expand(B, H, T, S)[:, h], or let it broadcast"
     )
 
 
-def _scale_confirmed(run: Runner, case: Case, known: str, hidden: bool) -> bool:
-    """The scale mistake ``known`` also explains the student's weights on a case with other
-    C and H (a scale name built on sizes that coincide here is no evidence)."""
-    C, H = case.args[0].shape[-1], case.args[6]
-    for other in _mha_cases(hidden):
-        oC, oH = other.args[0].shape[-1], other.args[6]
-        if other.kwargs or (oC, oH) == (C, H) or oH == 1:
-            continue
-        value, error, calls = run.attempt(tuple(other.args), {})
-        if error is not None or calls or not isinstance(value, tuple) or len(value) != 2:
-            return False
-        got_w = value[1]
-        if not torch.is_tensor(got_w) or got_w.shape != other.data["expected"][1].shape:
-            return False
-        xq, xkv, (wq, wk, wv, wo) = other.data["xq"], other.data["xkv"], other.data["w"]
-        scales = {
-            "divided by D instead": "D2",
-            "sqrt(C)": "C",
-            "sqrt(H)": "H",
-            "missing": "none",
-        }
-        for marker, scale in scales.items():
-            if marker in known:
-                want = _mha(xq, xkv, wq, wk, wv, wo, oH, None, scale=scale)[1]
-                return bool(torch.allclose(got_w.detach().double(), want.double(), atol=ATOL))
-        return True  # a scale message this confirmation does not know: keep it
-    return True
+def _weights_layout(weights, expected: Tensor) -> str | None:
+    """'(H, B, T, S)' when the weights are the reference's with the axes in that order."""
+    if not torch.is_tensor(weights) or weights.dim() != 4:
+        return None
+    for perm in itertools.permutations(range(4)):
+        moved = expected.permute(*perm)
+        if perm != (0, 1, 2, 3) and moved.shape == weights.shape and same(weights, moved):
+            if same(moved, expected):
+                continue
+            return "(" + ", ".join("BHTS"[p] for p in perm) + ")"
+    return None
 
 
 def check_multi_head_attention(multi_head_attention, hidden: bool = False) -> None:
@@ -183,6 +108,7 @@ def check_multi_head_attention(multi_head_attention, hidden: bool = False) -> No
         hidden,
         lambda e, c: (
             _lengths_hint(run, e, c)
+            or _head_index_hint(e, c)
             or _signature_hint(
                 e, "multi_head_attention(x_q, x_kv, w_q, w_k, w_v, w_o, n_heads, mask=None)"
             )
@@ -194,6 +120,14 @@ def check_multi_head_attention(multi_head_attention, hidden: bool = False) -> No
         value = run.call(case)
         out, weights = run.expect_tuple(value, case, ("out", "weights"), (exp_out, exp_w))
         case.data["axes"] = ("batch element", "head", "query", "key")
+        layout = _weights_layout(weights, exp_w)
+        if layout is not None:
+            run.fail(
+                f"your attention weights are laid out as {layout}, not (B, H, T, S): axes "
+                f"swapped; stack the heads' weights on dim=1 (torch.stack(weights, dim=1)), the "
+                f"head axis right after the batch",
+                case,
+            )
         weights = run.expect_tensor(
             weights,
             case,
@@ -215,9 +149,16 @@ def check_multi_head_attention(multi_head_attention, hidden: bool = False) -> No
             expected=exp_w,
         )
         mistakes = _mha_mistakes(xq, xkv, wq, wk, wv, wo, H, mask)
-        if not run.close(weights, exp_w, ATOL, RTOL):
+        empty = empty_rows(mask, exp_w.shape)  # (B, H, T): queries with no key, or None
+        if not run.close(weights, exp_w, ATOL, RTOL) and not close_but_empty_rows(
+            weights, exp_w, empty
+        ):
             run.outputs = (weights, exp_w)
+            if overflowed(case, weights, exp_w):
+                run.fail(OVERFLOW, case)
             case.data["sums_to_one"] = -1
+            if empty is not None:
+                case.data["masked_rows"] = empty
             known = run.diagnose(weights, mistakes, ATOL, RTOL, pick=lambda r: r[1], expected=exp_w)
             if known is not None and "scal" in known:  # sizes may coincide: confirm on other (C, H)
                 if not _scale_confirmed(run, case, known, hidden):
@@ -241,8 +182,12 @@ def check_multi_head_attention(multi_head_attention, hidden: bool = False) -> No
             shape_hint=lambda got: "merge the heads back to (B, T, C) and apply w_o",
             expected=exp_out,
         )
-        if not run.close(out, exp_out, ATOL, RTOL):
+        empty_out = None if empty is None else empty.all(dim=1)  # (B, T): no head sees a key
+        if not run.close(out, exp_out, ATOL, RTOL) and not close_but_empty_rows(
+            out, exp_out, empty_out
+        ):
             case.data["axes"] = ("batch element", "query", "feature")
+            case.data.pop("masked_rows", None)
             run.explain(
                 out,
                 exp_out,

@@ -1,150 +1,40 @@
 """The known mistakes of notebook 02's multi-head attention, each computed on the case's inputs:
-``_mha`` is multi-head attention with switches for every mistake (a reshape without a transpose,
-sqrt(C) instead of sqrt(D), the mask ignored, w_o per head, ...), and :func:`_mha_mistakes` lists
-them, with their messages, in the order the check tries them. The check is in mha.py.
-
-About 300 lines, kept whole: ``_mha`` and the list that switches its mistakes on are read together,
-one mistake per switch.
+:func:`_mha_mistakes` lists them, with their messages, in the order the check tries them (the
+output projection missing, a reshape without a transpose, the wrong scale, the mask ignored or
+applied after the softmax, w_o per head, the heads out of order, one weight in another's role,
+...). Each is one switch of the deliberately wrong multi-head attention in mha_variants.py; the
+check is in mha.py.
 """
 
 from __future__ import annotations
 
 import itertools
-import math
 
-import torch
-from torch import Tensor
-
+from transformer_lab.checks.engine.attention_mistakes import (
+    POLARITY,
+    UNASKED_CAUSAL,
+    causal_variants,
+)
 from transformer_lab.checks.engine.core import Mistake
+from transformer_lab.checks.nb02_multi_head_attention.mha_variants import (
+    _mha,
+    _mha_heads_order,
+    _mha_loop,
+    _mha_v_from,
+    _plus,
+)
 
 __all__ = []
 
 
-# ---------------------------------------------------------------------------------------------
-def _mha(
-    x_q,
-    x_kv,
-    wq,
-    wk,
-    wv,
-    wo,
-    H,
-    mask=None,
-    *,
-    split="ok",
-    merge="ok",
-    out_proj=True,
-    transpose_w=False,
-    scale="D",
-    kv_from_q=False,
-    use_mask=True,
-    wo_per_head=False,
-    roles=None,
-    wo_first_block=False,
-    sm=None,
-    wo_on_values=False,
-):
-    """Functional multi-head attention with exactly one deliberate mistake switched on.
-
-    ``roles``: four weights used as (w_q, w_k, w_v, w_o) instead of the given ones; ``split``
-    may also be "strided" (head h takes channels h, h + H, ...) or "first" (every head takes
-    channels 0 .. D - 1); ``use_mask="reversed"`` fills where the mask is True."""
-    if roles is not None:
-        wq, wk, wv, wo = roles
-    if transpose_w:
-        wq, wk, wv, wo = wq.T, wk.T, wv.T, wo.T
-    src = x_q if kv_from_q else x_kv
-    q, k, v = x_q @ wq, src @ wk, src @ wv  # (B, T, C), (B, S, C), (B, S, C)
-    if wo_on_values:  # W_o moved onto the values, before the heads are merged
-        v, wo, out_proj = v @ wo, wo, False
-    B, T, C = q.shape
-    S, D = k.shape[1], C // H
-
-    def sp(t: Tensor, L: int) -> Tensor:
-        if split == "reshape":
-            return t.reshape(B, H, L, D)  # the bug: no transpose
-        if split == "strided":
-            return t.view(B, L, D, H).permute(0, 3, 1, 2)  # head h: channels h::H
-        if split == "first":
-            return t[..., :D].unsqueeze(1).expand(B, H, L, D)  # every head: channels 0..D-1
-        return t.view(B, L, H, D).transpose(1, 2)  # (B, H, L, D)
-
-    q, k, v = sp(q, T), sp(k, S), sp(v, S)
-    root = {"D": math.sqrt(D), "C": math.sqrt(C), "H": math.sqrt(H), "none": 1.0, "D2": D}[scale]
-    scores = q @ k.transpose(-2, -1) / root  # (B, H, T, S)
-    if mask is not None and use_mask == "zero":  # masked scores set to 0, not -inf
-        scores = scores.masked_fill(~mask, 0.0)
-    elif mask is not None and use_mask == "add":  # the boolean mask added to the scores
-        scores = scores + mask.to(scores.dtype)
-    elif mask is not None and use_mask:
-        scores = scores.masked_fill(mask if use_mask == "reversed" else ~mask, float("-inf"))
-    weights = torch.softmax(scores, dim=-1) if sm is None else sm(scores, dim=-1)
-    out = weights @ v  # (B, H, T, D)
-    if wo_first_block:  # every head through the first D rows of W_o, summed
-        return sum(out[:, h] @ wo[:D] for h in range(H)), weights
-    if wo_per_head:  # each head's D features through its own diagonal block of W_o
-        blocks = [out[:, h] @ wo[h * D : (h + 1) * D, h * D : (h + 1) * D] for h in range(H)]
-        return torch.cat(blocks, dim=-1), weights  # (B, T, C)
-    out = out.reshape(B, T, C) if merge == "reshape" else out.transpose(1, 2).reshape(B, T, C)
-    return (out @ wo if out_proj else out), weights
-
-
-def _mha_loop(x_q, x_kv, wq, wk, wv, wo, H, mask=None, *, head_mask="expand", own_channels=False):
-    """Multi-head attention one head at a time, with one deliberate mistake: ``head_mask="index"``
-    takes mask[:, h] without expanding the mask to (B, H, T, S); ``own_channels`` projects each
-    head from its own D input channels only (x[..., c] @ w[c, c])."""
-    B, T, C = x_q.shape
-    S, D = x_kv.shape[1], C // H
-    outs, ws = [], []
-    for h in range(H):
-        c = slice(h * D, (h + 1) * D)
-        if own_channels:
-            q, k, v = x_q[..., c] @ wq[c, c], x_kv[..., c] @ wk[c, c], x_kv[..., c] @ wv[c, c]
-        else:
-            q, k, v = x_q @ wq[:, c], x_kv @ wk[:, c], x_kv @ wv[:, c]
-        scores = q @ k.transpose(-2, -1) / math.sqrt(D)  # (B, T, S)
-        if mask is not None:
-            m = mask.expand(B, H, T, S)[:, h] if head_mask == "expand" else mask[:, h]
-            scores = scores.masked_fill(~m, float("-inf"))
-        w = torch.softmax(scores, dim=-1)
-        outs.append(w @ v)
-        ws.append(w)
-    return torch.cat(outs, dim=-1) @ wo, torch.stack(ws, dim=1)
-
-
-def _plus(result: tuple, x: Tensor) -> tuple:
-    return result[0] + x, result[1]
-
-
-def _mha_v_from(x_q, x_kv, wq, wk, wv, wo, H, mask, which: str):
-    """The keys (``which="k"``) or the values (``"v"``) computed from x_q (needs T = S)."""
-    if x_q.shape != x_kv.shape:
-        raise ValueError("only visible when T = S")
-    B, T, C = x_q.shape
-    D = C // H
-    sp = lambda t: t.view(B, T, H, D).transpose(1, 2)  # noqa: E731
-    q = sp(x_q @ wq)
-    k = sp((x_q if which == "k" else x_kv) @ wk)
-    v = sp((x_q if which == "v" else x_kv) @ wv)
-    scores = q @ k.transpose(-2, -1) / math.sqrt(D)
-    if mask is not None:
-        scores = scores.masked_fill(~mask, float("-inf"))
-    w = torch.softmax(scores, dim=-1)
-    return (w @ v).transpose(1, 2).reshape(B, T, C) @ wo, w
-
-
-def _mha_heads_order(x_q, x_kv, wq, wk, wv, wo, H, mask, perm):
-    """The heads concatenated in the order ``perm`` (a mistake unless it is the identity)."""
-    out, w = _mha(x_q, x_kv, wq, wk, wv, wo, H, mask, out_proj=False)  # (B, T, C)
-    B, T, C = out.shape
-    D = C // H
-    heads = out.view(B, T, H, D)[:, :, list(perm)]
-    return heads.reshape(B, T, C) @ wo, w
-
-
 def _mha_mistakes(xq, xkv, wq, wk, wv, wo, H, mask) -> list[Mistake]:
     """The known mistakes of multi-head attention on one case, in the order they are tried."""
-    M = lambda msg, **kw: Mistake(msg, lambda: _mha(xq, xkv, wq, wk, wv, wo, H, mask, **kw))  # noqa: E731
+
+    def M(msg: str, **kw) -> Mistake:  # tried on both softmaxes of an all -inf row
+        return Mistake(
+            msg, lambda sm: _mha(xq, xkv, wq, wk, wv, wo, H, mask, sm=sm, **kw), softmax=True
+        )
+
     mistakes = [
         M("the output projection is missing: multiply the merged heads by w_o", out_proj=False),
         M(
@@ -166,6 +56,14 @@ def _mha_mistakes(xq, xkv, wq, wk, wv, wo, H, mask) -> list[Mistake]:
             scale="H",
         ),
         M("the 1/sqrt(D) scaling is missing (D = C / H, the head width)", scale="none"),
+        *(
+            M(
+                f"the scores are scaled by sqrt({n}) (the number of {what}) instead of sqrt(D) = "
+                f"sqrt(C / H) (the head width)",
+                scale=n,
+            )
+            for n, what in (("T", "queries"), ("S", "keys"))
+        ),
         M(
             "the scores are divided by D instead of sqrt(D) (D = C / H, the head width); "
             "scaling both q and k by 1/sqrt(D) does this: scale the scores once",
@@ -190,6 +88,11 @@ def _mha_mistakes(xq, xkv, wq, wk, wv, wo, H, mask) -> list[Mistake]:
             kv_from_q=True,
         ),
         M(
+            "queries and keys are swapped in the scores: K Q^T is the transpose of Q K^T; one "
+            "row per query, scores = q @ k.transpose(-2, -1)",
+            keys_first=True,
+        ),
+        M(
             "W_o is applied per head (each head's output through its own D x D block): W_o "
             "mixes all heads, so apply it once to the concatenation (B, T, C) @ w_o",
             wo_per_head=True,
@@ -212,6 +115,13 @@ def _mha_mistakes(xq, xkv, wq, wk, wv, wo, H, mask) -> list[Mistake]:
         )
         mistakes.append(
             M(
+                "the mask is applied after the softmax (weights * mask): masked keys get weight "
+                "0 but the rows no longer sum to 1; fill the scores with -inf before the softmax",
+                use_mask="after",
+            )
+        )
+        mistakes.append(
+            M(
                 "the mask is added to the scores as numbers (+1 where allowed), which blocks "
                 "nothing: fill the scores with -inf where mask is False, before the softmax",
                 use_mask="add",
@@ -219,8 +129,7 @@ def _mha_mistakes(xq, xkv, wq, wk, wv, wo, H, mask) -> list[Mistake]:
         )
         mistakes.append(
             Mistake(
-                "the mask polarity is reversed: True means 'may attend', so fill the scores "
-                "where the mask is False: scores.masked_fill(~mask, float('-inf'))",
+                POLARITY,
                 lambda sm: _mha(xq, xkv, wq, wk, wv, wo, H, mask, use_mask="reversed", sm=sm),
                 softmax=True,
             )
@@ -283,6 +192,14 @@ def _mha_mistakes(xq, xkv, wq, wk, wv, wo, H, mask) -> list[Mistake]:
                 f"no head axis (shape {tuple(mask.shape)}): expand it first, "
                 "mask.expand(B, H, T, S)[:, h], or let it broadcast",
                 lambda: _mha_loop(xq, xkv, wq, wk, wv, wo, H, mask, head_mask="index"),
+            )
+        )
+    for causal in causal_variants(mask, xq.shape[1], xkv.shape[1]):
+        mistakes.append(
+            Mistake(
+                UNASKED_CAUSAL,
+                lambda sm, m=causal: _mha(xq, xkv, wq, wk, wv, wo, H, m, sm=sm),
+                softmax=True,
             )
         )
     # one weight in another's role (or transposed): name the role and the weight

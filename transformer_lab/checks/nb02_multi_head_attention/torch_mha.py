@@ -77,6 +77,80 @@ def _slots(module: nn.MultiheadAttention, C: int, ws: tuple) -> str:
     )
 
 
+def _factor_name(c: float, C: int, H: int) -> str:
+    """' (= 1/sqrt(D), D = C / H = 4)' when the factor c is one of the sizes' roots or powers."""
+    D = C // H
+    named = {
+        "1/sqrt(D)": 1 / math.sqrt(D),
+        "sqrt(D)": math.sqrt(D),
+        "1/D": 1 / D,
+        "D": D,
+        "1/sqrt(C)": 1 / math.sqrt(C),
+        "sqrt(C)": math.sqrt(C),
+    }
+    for name, value in named.items():
+        if value != 1 and abs(c - value) <= 1e-4 * value:
+            return f" (= {name}, D = C / H = {D})"
+    return ""
+
+
+def _scaled(module: nn.MultiheadAttention, C: int, H: int, ws: tuple) -> str:
+    """Say which block of the module's weights is the right one times a constant."""
+    w_q, w_k, w_v, w_o = ws
+    in_proj = module.in_proj_weight
+    if in_proj is None or tuple(in_proj.shape) != (3 * C, C):
+        return ""
+    blocks = [
+        ("the query block of in_proj_weight", in_proj[:C], w_q.T, "w_q.T"),
+        ("the key block of in_proj_weight", in_proj[C : 2 * C], w_k.T, "w_k.T"),
+        ("the value block of in_proj_weight", in_proj[2 * C :], w_v.T, "w_v.T"),
+        ("out_proj.weight", module.out_proj.weight, w_o.T, "w_o.T"),
+    ]
+    for what, block, want, name in blocks:
+        c = float((block * want).sum() / (want * want).sum())
+        if abs(c - 1) > 1e-4 and TRUSTED.allclose(block, c * want, atol=1e-6):
+            why = (
+                "nn.MultiheadAttention divides the scores by sqrt(D) itself; "
+                if "query" in what or "key" in what
+                else ""
+            )
+            return (
+                f" {what} is {name} times {c:.4g}{_factor_name(c, C, H)}: "
+                f"{why}copy the weights unscaled."
+            )
+    return ""
+
+
+def _aliased(run: Runner, case: Case) -> str:
+    """The module's parameters change when the caller changes its weights after the call: they
+    are views of them (``.data = w_o.T``, ``nn.Parameter(w_o.T)``), not copies. (Under grading the
+    module lives in the student's kernel, out of reach of these tensors: nothing is found.)"""
+    try:
+        ws = tuple(w.clone() for w in case.data["w"])
+        module, error, calls = run.attempt((*ws, case.data["H"]), {})
+        if error is not None or calls or not isinstance(module, nn.MultiheadAttention):
+            return ""
+        params = {
+            "in_proj_weight": module.in_proj_weight,
+            "out_proj.weight": module.out_proj.weight,
+        }
+        before = {n: p.detach().clone() for n, p in params.items() if TRUSTED.is_tensor(p)}
+        with torch.no_grad():
+            for w in ws:
+                w.add_(1.0)  # the caller changes its weights after the call
+        changed = [n for n, b in before.items() if not TRUSTED.equal(params[n].detach(), b)]
+    except Exception:  # a probe that cannot run is no evidence
+        return ""
+    if not changed:
+        return ""
+    return (
+        f"your module's {' and '.join(changed)} {'share' if len(changed) > 1 else 'shares'} "
+        f"memory with the caller's weights (a view such as `.data = w_o.T` or "
+        f"nn.Parameter(w_o.T)): changing them after the call changes the module; copy the "
+        f"values with parameter.copy_(...) under torch.no_grad()"
+    )
+
+
 def check_to_torch_mha(to_torch_mha, hidden: bool = False) -> None:
     """Check ``to_torch_mha(w_q, w_k, w_v, w_o, n_heads)``: the returned ``nn.MultiheadAttention``
     must compute the package's MultiHeadAttention (no bias) with these row-vector weights."""
@@ -95,6 +169,10 @@ def check_to_torch_mha(to_torch_mha, hidden: bool = False) -> None:
             if "leaf Variable" in str(e)
             else "in_proj_weight is one (3C, C) matrix: torch.cat([w_q.T, w_k.T, w_v.T], dim=0)"
             if "must match the size" in str(e)
+            else f"the module's embed_dim is C = w_q.shape[0] (here {c.args[0].shape[0]}), "
+            f"divisible by num_heads = n_heads ({c.args[4]}): read both from the arguments, "
+            f"not from hard-coded numbers"
+            if "embed_dim must be divisible" in str(e)
             else _signature_hint(e, "to_torch_mha(w_q, w_k, w_v, w_o, n_heads)")
         ),
     )
@@ -164,7 +242,11 @@ def check_to_torch_mha(to_torch_mha, hidden: bool = False) -> None:
                 elif TRUSTED.allclose(module.out_proj.weight, w_o, atol=1e-6):
                     hint = " out_proj.weight holds W_o untransposed: copy w_o.T."
                 elif in_proj is not None and TRUSTED.allclose(in_proj[:C], w_k.T, atol=1e-6):
-                    hint = " the rows of in_proj_weight are queries, then keys, then values."
+                    hint = (
+                        " in_proj_weight's blocks are in the wrong order: its rows are queries, "
+                        "then keys, then values (the query rows first: w_q.T, then w_k.T, then "
+                        "w_v.T)."
+                    )
                 elif (
                     in_proj is not None
                     and TRUSTED.allclose(in_proj[C : 2 * C], w_q.T, atol=1e-6)
@@ -184,7 +266,9 @@ def check_to_torch_mha(to_torch_mha, hidden: bool = False) -> None:
                         "w_o.T into it."
                     )
                 if not hint:
-                    hint = _slots(module, C, case.data["w"])
+                    hint = _slots(module, C, case.data["w"]) or _scaled(
+                        module, C, H, case.data["w"]
+                    )
             run.fail(
                 f"for C={C}, H={H} PyTorch's output differs from the reference.{hint}",
                 case,
@@ -192,6 +276,9 @@ def check_to_torch_mha(to_torch_mha, hidden: bool = False) -> None:
             )
         if not TRUSTED.allclose(got_w, want_w, atol=1e-5):
             run.fail(f"for C={C}, H={H} the attention weights differ.", case)
+        shared = _aliased(run, case)
+        if shared:
+            run.fail(shared, case)
     run.passed()
 
 

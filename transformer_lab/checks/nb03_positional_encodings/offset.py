@@ -87,6 +87,31 @@ def _offset_error_hint(exc: BaseException, case: Case) -> str:
     return _signature_hint(exc, "offset_dot_product(k, d_model, base=10000.0)")
 
 
+def _offset_shape_hint(got, k: Tensor, C: int, base: float) -> str:
+    """Name the axis summed from the values: the C/2 frequency terms (last axis) must be
+    summed, k's axes kept."""
+    tail = "one value per offset, a tensor of the shape of k"
+    if not TRUSTED.is_tensor(got) or not torch.isfinite(got).all():
+        return f"return {tail}"
+    got, half = got.detach().double(), C // 2
+    terms = torch.cos(k.double()[..., None] * _theta(C, base).double())  # (*k.shape, C/2)
+    same = lambda ref: got.shape == ref.shape and torch.allclose(got, ref, atol=1e-4)  # noqa: E731
+    if same(terms.sum(-1).flatten()):
+        return f"the values are right but k's shape is lost (flattened): return {tail}"
+    if same(terms):
+        return (
+            f"the last dimension holds the C/2 = {half} terms cos(k theta_i) of each offset: sum "
+            f"them over the last dimension (dim=-1) to return {tail}"
+        )
+    if k.dim() and (same(terms.sum(0)) or same(terms.reshape(-1, half).sum(0))):
+        return (
+            f"yours keeps the C/2 = {half} frequencies and sums over the offsets, the wrong axis: "
+            f"sum over the frequency dimension (dim=-1, after k[..., None] * theta) to return "
+            f"{tail}"
+        )
+    return f"return {tail}"
+
+
 def check_offset_dot_product(offset_dot_product, hidden: bool = False) -> None:
     """Check ``offset_dot_product(k, d_model, base=10000.0)`` against p_t . p_(t+k) measured on the
     package's encodings (float32, k's shape)."""
@@ -128,12 +153,13 @@ def check_offset_dot_product(offset_dot_product, hidden: bool = False) -> None:
             describe_args(k=k, d_model=C, base=base),
         )
         case.data["expected"] = expected
+        out = run.call(case)
         got = run.expect_tensor(
-            run.call(case),
+            out,
             case,
             k.shape,
             torch.float32,
-            shape_hint=lambda shape: "return one value per offset, a tensor of the shape of k",
+            shape_hint=lambda shape: _offset_shape_hint(out, k, C, base),
         )
         if not TRUSTED.allclose(got, expected, atol=1e-4, rtol=1e-5):
             case.data["dims"] = {"C": C}

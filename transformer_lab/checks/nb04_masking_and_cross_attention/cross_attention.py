@@ -18,6 +18,8 @@ from transformer_lab.checks.registry import Cell, Exercise, register
 
 __all__ = ["check_cross_attention"]
 
+LARGE = "large scores"  # the case whose softmax overflows unless it is shifted
+
 
 def _cross_cases(hidden: bool) -> list[Case]:
     g = generator(9404 if hidden else 404)
@@ -47,6 +49,17 @@ def _cross_cases(hidden: bool) -> list[Case]:
             r(4, 2),
             pad([2, 0], 4),
         ),
+        # scores of a few hundred: exp() overflows float32 unless each row's maximum is subtracted
+        (LARGE, r(2, 3, 6) * 10, r(2, 5, 6), r(6, 4), r(6, 4), r(6, 3), None),
+        (
+            "float64 inputs",
+            r(2, 3, 5).double(),
+            r(2, 4, 3).double(),
+            r(5, 4).double(),
+            r(3, 4).double(),
+            r(3, 2).double(),
+            pad([4, 1], 4),
+        ),
     ]
     if hidden:
         specs += [
@@ -71,6 +84,7 @@ def _cross_cases(hidden: bool) -> list[Case]:
             describe_args(x_q=xq, x_kv=xkv, w_q=wq, w_k=wk, w_v=wv, mask=mask),
         )
         case.data.update(xq=xq, xkv=xkv, wq=wq, wk=wk, wv=wv, mask=mask, sums_to_one=-1)
+        case.data["large_scores"] = name == LARGE
         case.data["expected"] = _ref.scaled_dot_product_attention(xq @ wq, xkv @ wk, xkv @ wv, mask)
         if mask is not None:
             case.data["variations"] = [("mask", {"mask": None})]

@@ -30,8 +30,7 @@ _LEAK_HINTS = {
     "after softmax": " It leaks through the softmax's denominator, more weakly than the allowed "
     "keys: compare exactly (torch.equal), not with a tolerance.",
     "faint leak": " Later tokens change the outputs by a few parts in 10 million: compare "
-    "exactly (torch.equal), not with a relative tolerance."
-    "not with a tolerance.",
+    "exactly (torch.equal), not with a relative tolerance.",
     "last token to first": " The only leak is from the LAST token to the FIRST query: change every "
     "j and compare all t < j.",
     "second token to first": " The only leak is from token 1 to query 0: change every later "
@@ -41,29 +40,86 @@ _LEAK_HINTS = {
 }
 
 
-class _LaterLeak:
-    """Causal attention with one hole: query T - 2 also sees key T - 1 (T >= 3).
+class _OneHole:
+    """Causal attention with one hole: query t also sees the later key j (t < j).
 
-    Rebuilt from (T, C, seed) when pickled, like the layers of transformer_lab.utils."""
+    Rebuilt from (T, C, seed, t, j) when pickled, like the layers of transformer_lab.utils."""
 
-    def __init__(self, T: int, C: int, seed: int) -> None:
-        self.T, self.C, self.seed = T, C, seed
+    def __init__(self, T: int, C: int, seed: int, t: int, j: int) -> None:
+        self.T, self.C, self.seed, self.t, self.j = T, C, seed, t, j
         self.layer = attention_layer(T, C, "causal", seed)  # its weights, its (T, T) mask
 
     def __reduce__(self):
-        return (_LaterLeak, (self.T, self.C, self.seed))
+        return (_OneHole, (self.T, self.C, self.seed, self.t, self.j))
 
     def __call__(self, x):
         from transformer_lab.attention import scaled_dot_product_attention as sdpa
 
         layer = self.layer
         mask = layer.causal.clone()  # (T, T)
-        mask[self.T - 2, self.T - 1] = True
+        mask[self.t, self.j] = True
         return sdpa(x @ layer.w_q, x @ layer.w_k, x @ layer.w_v, mask)[0]
 
 
 def _layer(T: int, C: int, mode: str, seed: int):
-    return _LaterLeak(T, C, seed) if mode == _LATER_ONLY else attention_layer(T, C, mode, seed)
+    if mode == _LATER_ONLY:  # query T - 2 also sees key T - 1
+        return _OneHole(T, C, seed, T - 2, T - 1)
+    return attention_layer(T, C, mode, seed)
+
+
+def _leak_map(run: Runner, T: int, C: int, seed: int) -> set[tuple[int, int]] | None:
+    """The holes (t, j) the detector finds when the only leak is token j into output t: one
+    layer per hole (None when the detector crashes or answers no bool on one of them)."""
+    found = set()
+    for j in range(1, T):
+        for t in range(j):
+            got, error, calls = run.attempt((_OneHole(T, C, seed, t, j), T, C), {})
+            if error is not None or calls or not isinstance(got, bool):
+                return None
+            if got:
+                found.add((t, j))
+    return found
+
+
+def _map_diagnosis(found: set[tuple[int, int]], T: int, sees_full_leak: bool) -> str | None:
+    """Name the pattern of the leaks a detector misses: which outputs it compares, which tokens
+    it changes (``sees_full_leak``: it finds the leak of a layer without a mask)."""
+    holes = {(t, j) for j in range(1, T) for t in range(j)}
+    missed = holes - found
+    js = {j for _, j in found}
+    if not missed or not found and not (sees_full_leak and T > 2):
+        return None
+    if not found:
+        return (
+            "it finds a leak when every token leaks but not when one token leaks into one "
+            "output: return True as soon as one comparison differs (any, not all)"
+        )
+    if missed == {(j - 1, j) for j in range(1, T)}:
+        return (
+            "it misses a leak from token j into the output just before it, out[j - 1] (an "
+            "off-by-one: out[:j - 1]); compare all of out[:j]"
+        )
+    if found == {(0, j) for j in range(1, T)}:
+        return (
+            "it compares only the first output (position 0), but a leak can reach any earlier "
+            "output: compare all of out[:j]"
+        )
+    if found == {(j - 1, j) for j in range(1, T)}:
+        return (
+            "it compares only the output just before the changed token, out[j - 1], but a leak "
+            "can reach every earlier output: compare all of out[:j]"
+        )
+    if missed == {(t, T - 1) for t in range(T - 1)}:
+        return (
+            f"it never changes the last token (j = {T - 1}; a range that stops one short?): "
+            f"change every token j = 1 .. T - 1, range(1, T)"
+        )
+    if len(js) == 1:
+        return (
+            f"it finds leaks from token {min(js)} only (a return inside the loop, or one token "
+            f"changed?): change every token j = 1 .. T - 1 in turn"
+        )
+    return None
 
 
 def _not_reproducible(future_leaks, run: Runner, T: int, C: int, seed: int) -> bool:
@@ -95,7 +151,18 @@ class _Recorder:
         return self.attend(x)
 
 
-def _leak_diagnosis(answers: dict, records: dict, T: int, C: int) -> str:
+def _columns_changed(rec: _Recorder) -> bool:
+    """Every changed input differs from the first in one feature (column) of several tokens."""
+    base, changed = rec.inputs[0], rec.inputs[1:]
+    if not changed or any(x.shape != base.shape or x.dim() != 2 for x in changed):
+        return False
+    diffs = [x != base for x in changed if (x != base).any()]
+    return bool(diffs) and all(
+        int(d.any(dim=0).sum()) == 1 and int(d.any(dim=1).sum()) > 1 for d in diffs
+    )
+
+
+def _leak_diagnosis(answers: dict, records: dict, T: int, C: int, run: Runner, seed: int) -> str:
     wrong = [m for m, got in answers.items() if got != LEAK_MODES[m]]
     if len(wrong) == len(answers):
         return (
@@ -125,6 +192,12 @@ def _leak_diagnosis(answers: dict, records: dict, T: int, C: int) -> str:
             f"changes only token 0, which every output may read; change each later token "
             f"j = 1 .. T - 1 in turn and compare only the outputs before it, out[:j]"
         )
+    if _columns_changed(rec):
+        return (
+            "your detector changes a column of x (feature j of every token, changed[:, j]) "
+            "instead of a row: x is (T, C), one row per token, so token j is the row "
+            "changed[j]; change one token (one row) at a time and compare out[:j]"
+        )
     fresh = [x for x in rec.inputs[1:] if x.shape == base.shape and (x != base).any(dim=-1).all()]
     if not LEAK_MODES[mode] and T > 2 and fresh:  # every token changed, token 0 included
         return (
@@ -148,6 +221,13 @@ def _leak_diagnosis(answers: dict, records: dict, T: int, C: int) -> str:
             f"attention in which token {T - 1} leaks only into output {T - 2} leaks, yet your "
             f"detector said False although it changed token {T - 1}: you compare only some "
             f"outputs (position 0?); a leak can reach any earlier output: compare all of out[:j]"
+        )
+    found = _leak_map(run, T, C, seed)
+    pattern = _map_diagnosis(found, T, answers.get("none") is True) if found is not None else None
+    if pattern:
+        return (
+            f"attention with mask variant '{mode}' leaks, yet your detector said False: "
+            f"{pattern}.{_LEAK_HINTS.get(mode, '')}"
         )
     return (
         f"attention with mask variant '{mode}' (T={T}, C={C}) leaks, yet your detector said "
@@ -179,7 +259,7 @@ def check_future_leaks(future_leaks, hidden: bool = False) -> None:
                 run.fail(f"return True or False, but received {kind_of(got)}{tip}.", case)
             answers[mode] = got
         if any(got != LEAK_MODES[m] for m, got in answers.items()):
-            run.fail(_leak_diagnosis(answers, records, T, C), Case(f"T={T}, C={C}"))
+            run.fail(_leak_diagnosis(answers, records, T, C, run, seed), Case(f"T={T}, C={C}"))
         if _not_reproducible(future_leaks, run, T, C, seed):
             run.fail(
                 "your detector is not reproducible: two calls with the same seed fed attend "

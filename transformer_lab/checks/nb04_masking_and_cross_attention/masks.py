@@ -25,7 +25,8 @@ def _causal_mistakes(T: int) -> list[Mistake]:
     ones = torch.ones(T, T, dtype=torch.bool)
     return [
         Mistake(
-            "the polarity is reversed: True must mean 'may attend', i.e. the lower triangle (s <= t) is True",
+            "the mask is inverted (its polarity is reversed, True and False swapped): True = "
+            "may attend, so the lower triangle (s <= t) must be True",
             lambda: ones.triu(1),
         ),
         Mistake(
@@ -55,9 +56,8 @@ def check_causal_mask(causal_mask, hidden: bool = False) -> None:
         hidden,
         lambda e, c: _signature_hint(e, "causal_mask(T)"),
     )
-    sizes = [5, 2, 1, 8] + (
-        [3, 16, 33] if hidden else []
-    )  # a telling size first: T=1 hides most mistakes
+    # a telling size first (T=1 hides most mistakes); a long one last (a table sliced to T)
+    sizes = [5, 2, 1, 8, 40] + ([3, 16, 33] if hidden else [])
     for T in sizes:
         case = Case(f"T={T}", (T,), {}, f"T={T}")
         expected = _ref.causal_mask(T)
@@ -194,7 +194,8 @@ def check_padding_mask(padding_mask, hidden: bool = False) -> None:
             ln = lengths[:, None]
             mistakes = [
                 Mistake(
-                    "the polarity is reversed: True marks the real tokens (positions < length), False the padding",
+                    "the mask is inverted (its polarity is reversed, True and False swapped): "
+                    "True = a real token (position < length, may attend), False = padding",
                     lambda: (pos >= ln)[:, None, None, :],
                 ),
                 Mistake(
@@ -212,11 +213,13 @@ def check_padding_mask(padding_mask, hidden: bool = False) -> None:
                     lambda: (pos < ln[:1]).expand(len(ln), S)[:, None, None, :],
                 ),
                 Mistake(
-                    "you mark the last `length` positions as real: the padding is at the end, "
-                    "so the real tokens are positions 0 .. length - 1",
+                    "you mark the last `length` positions as real, as if the padding were on "
+                    "the left, at the start of each sequence: the padding is at the end, so the "
+                    "real tokens are positions 0 .. length - 1",
                     lambda: (pos >= S - ln)[:, None, None, :],
                 ),
             ]
+            case.data["axes"] = ("batch element", "head", "query", "key")
             run.explain(out, expected, case, mistakes, 0, 0, what="mask")
     run.passed()
 

@@ -16,6 +16,7 @@ from transformer_lab import blocks as _ref
 from transformer_lab.checks.engine.core import Case, Mistake, Runner, describe_args, generator
 from transformer_lab.checks.engine.fallback import verdict
 from transformer_lab.checks.engine.forbid import Forbidden
+from transformer_lab.checks.engine.leading_dims import runs_with_other_leading_dims
 from transformer_lab.checks.engine.messages import signature_hint as _signature_hint
 from transformer_lab.checks.nb05_transformer_block.blocks import ATOL, RTOL
 from transformer_lab.checks.nb05_transformer_block.blocks_evidence import (
@@ -102,6 +103,20 @@ def _mlp_error_hint(exc: BaseException, case: Case) -> str:
     return _signature_hint(exc, "mlp(x, w_1, b_1, w_2, b_2)")
 
 
+def _leading_dims_hint(run: Runner, exc: BaseException, case: Case) -> str:
+    """The MLP crashes on x of this shape but runs once x has another number of leading dims:
+    it assumes a fixed layout ((B, T, C) or (T, C)) instead of (..., C)."""
+    dims = runs_with_other_leading_dims(run, exc, case, core=1, only=(0,))
+    if dims is None:
+        return ""
+    return (
+        f"your function runs on a {dims}-D x but fails on x of shape "
+        f"{tuple(case.args[0].shape)}: x is (..., C), any number of leading dimensions; do not "
+        f"unpack x.shape into a fixed B, T, C (read C from x.shape[-1]; x @ w acts on the "
+        f"last dimension whatever the leading ones)"
+    )
+
+
 def check_mlp(mlp, hidden: bool = False) -> None:
     """Check ``mlp(x, w_1, b_1, w_2, b_2) = GELU(x W_1 + b_1) W_2 + b_2`` against
     ``torch.nn.Sequential(Linear, GELU, Linear)`` with the same weights, and that it works on each
@@ -114,7 +129,13 @@ def check_mlp(mlp, hidden: bool = False) -> None:
             codes={nn.TransformerEncoderLayer._ff_block.__code__},
         ),
     ]
-    run = Runner("check_mlp", mlp, forbidden, hidden, _mlp_error_hint)
+    run = Runner(
+        "check_mlp",
+        mlp,
+        forbidden,
+        hidden,
+        lambda e, c: _leading_dims_hint(run, e, c) or _mlp_error_hint(e, c),
+    )
     g = generator(9505 if hidden else 505)
     shapes = [((2, 5, 6), 24), ((4, 8), 32), ((1, 1, 4), 16), ((3, 6, 8), 20)]
     if hidden:

@@ -84,6 +84,8 @@ def _count_formula(c: dict, **mistake: Any) -> int:
         emb += c["n_segments"] * C
     if mistake.get("untied_head"):
         emb += c["vocab_size"] * C
+    if mistake.get("untied_head_bias"):
+        emb += c["vocab_size"] * C + c["vocab_size"]
     extra = 0 if mistake.get("no_final_norm") else norm
     return emb + layers * block + extra
 
@@ -126,6 +128,12 @@ _COUNT_MISTAKES: list[tuple[str, dict[str, Any]]] = [
         "an output head of V x C was added: the course's count stops at the last layer norm (GPT-2 "
         "and BERT reuse the token table for their output, so it adds nothing)",
         {"untied_head": True},
+    ),
+    (
+        "an output layer (an untied unembedding head, V x C weights and V biases) was added: the "
+        "course's count stops at the last layer norm (GPT-2 and BERT tie the output to the token "
+        "table and reuse it, so it adds nothing)",
+        {"untied_head_bias": True},
     ),
     (
         "cross_attention=True: each block has a cross-attention (another four C x C projections "

@@ -40,6 +40,7 @@ _FEATURES: dict[str, Any] = {
     "once C*d_ff": lambda c, N, C, F, H, X: C * F,
     "once d_ff": lambda c, N, C, F, H, X: F,
     "V*C": lambda c, N, C, F, H, X: c["vocab_size"] * C,
+    "V": lambda c, N, C, F, H, X: c["vocab_size"],
     "max_len*C": lambda c, N, C, F, H, X: c["max_len"] * C,
     "n_segments*C": lambda c, N, C, F, H, X: c["n_segments"] * C,
     "1": lambda c, N, C, F, H, X: 1,
@@ -175,6 +176,17 @@ def fit_message(terms: dict[str, int]) -> tuple[str, bool] | None:
             "heads split the C columns of each projection, which stays C x C",
             True,
         )
+    if terms.get("V*C", 0) > 0 and set(terms) <= {"V*C", "V", "once C"}:
+        head = _poly({k: v for k, v in terms.items() if k != "once C"})
+        extra = terms.get("once C", 0)
+        more = "too many" if extra > 0 else "too few"
+        rest = f"; besides, {abs(extra)} C {more} outside the blocks" if extra else ""
+        return (
+            f"your count has an output layer (an untied unembedding head, {head}): the course's "
+            f"count stops at the last layer norm; GPT-2 and BERT tie the output to the token "
+            f"table and reuse it, so it adds nothing{rest}",
+            True,
+        )
     tables = ("V*C", "max_len*C", "n_segments*C")
     if all(terms.get(f"n_layers*{t}", 0) == -terms.get(t, 0) for t in tables) and any(
         terms.get(f"n_layers*{t}") for t in tables
@@ -206,7 +218,7 @@ def fit_message(terms: dict[str, int]) -> tuple[str, bool] | None:
     per_block = {
         k: v
         for k, v in terms.items()
-        if not k.startswith(("once ", "V*", "max_len", "n_seg", "1", "n_layers*"))
+        if not k.startswith(("once ", "V", "max_len", "n_seg", "1", "n_layers*"))
     }
     once = {k: v for k, v in terms.items() if k not in per_block}
     parts = []

@@ -133,6 +133,50 @@ def _embedding_mistakes(ids, segs, tok, pos, seg, norm, T) -> list[Mistake]:
             "the token embeddings are scaled by sqrt(C): BERT adds the three embeddings unscaled",
             lambda: norm(tok[ids] * C**0.5 + pos[:T] + seg[segs]),
         ),
+        *_by_hand_norm_mistakes(tok[ids] + pos[:T] + seg[segs], norm),
+    ]
+
+
+def _by_hand_norm_mistakes(x, norm) -> list[Mistake]:
+    """Layer norm written by hand: without the module's learned weight (gain) and bias, with the
+    unbiased variance, or over the wrong axis."""
+    w, b, eps = norm.weight, norm.bias, norm.eps
+
+    def standardise(dim: int = -1, unbiased: bool = False):
+        mean = x.mean(dim, keepdim=True)
+        return (x - mean) / torch.sqrt(x.var(dim, keepdim=True, unbiased=unbiased) + eps)
+
+    use = "call the module, norm(tok + pos + seg), which applies them after normalising"
+    return [
+        Mistake(
+            "the sum is normalised without the LayerNorm's learned weight (gain) and bias: " + use,
+            lambda: standardise(),
+        ),
+        Mistake(
+            "the sum is normalised and shifted by the bias, but not scaled by the LayerNorm's "
+            "learned weight (gain): " + use,
+            lambda: standardise() + b,
+        ),
+        Mistake(
+            "the sum is normalised and scaled by the LayerNorm's weight, but its bias is not "
+            "added: " + use,
+            lambda: standardise() * w,
+        ),
+        Mistake(
+            "the variance is the unbiased one (divided by C - 1): LayerNorm divides by C, "
+            "unbiased=False; simplest, call the module norm(tok + pos + seg)",
+            lambda: standardise(unbiased=True) * w + b,
+        ),
+        Mistake(
+            "the normalisation uses the unbiased variance (divided by C - 1) and leaves out the "
+            "LayerNorm's learned weight (gain) and bias: " + use,
+            lambda: standardise(unbiased=True),
+        ),
+        Mistake(
+            "the sum is normalised over the positions (dim 1), not over each vector's C "
+            "features (the last dim): " + use,
+            lambda: standardise(dim=1) * w + b,
+        ),
     ]
 
 

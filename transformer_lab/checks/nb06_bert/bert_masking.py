@@ -184,8 +184,9 @@ def _proportions(run: Runner, tally: _Tally, p: float, B: int, T: int) -> str:
             )
         if abs(rate - 0.15) <= RATE_TOL:
             run.fail(
-                f"you chose 15% of the non-special tokens, but p={p}: use the `p` argument instead "
-                "of a hard-coded 0.15.",
+                f"you chose 15% of the non-special tokens, but p={p}: the argument p (the share "
+                "of tokens chosen) is ignored; use it instead of a hard-coded 0.15 (0.15 is only "
+                "its default).",
                 case,
             )
         run.fail(

@@ -99,6 +99,45 @@ def _filter_error_hint(exc: BaseException, case: Case) -> str:
     return signature_hint(exc, "filter_logits(logits, temperature=1.0, top_k=None, top_p=None)")
 
 
+def _copies(args: tuple) -> tuple:
+    return tuple(a.clone() if TRUSTED.is_tensor(a) else a for a in args)
+
+
+def _consistent(run: Runner, named: list[str], cases: list[Case]) -> list[str]:
+    """Several known mistakes fit this case: keep those that also fit the student's output on
+    every other case (the first fitting one is named)."""
+    if len(named) < 2:
+        return named
+    fitting = list(named)
+    for other in cases:
+        out, error, calls = run.attempt(_copies(other.args), dict(other.kwargs))
+        if error is not None or calls or not TRUSTED.is_tensor(out):
+            continue
+        z, t, k, p = (other.data[n] for n in ("z", "t", "k", "p"))
+        variants = dict(_mistakes(z, t, k, p))
+        fitting = [m for m in fitting if _same_distribution(out.detach(), variants[m])]
+        if len(fitting) <= 1:
+            break
+    return fitting or named
+
+
+def _top_p_one_filters(run: Runner, case: Case, kept: Tensor, want: Tensor) -> str | None:
+    """top_p = 1 removes tokens that the same call without top-p keeps: top-p is not off."""
+    p = case.data["p"]
+    if p is None or p < 1.0 or not bool((want & ~kept).any()) or bool((kept & ~want).any()):
+        return None
+    out, error, calls = run.attempt(_copies(case.args), {**case.kwargs, "top_p": None})
+    if error is not None or calls or not TRUSTED.is_tensor(out):
+        return None
+    if not _same_distribution(out.detach(), case.data["expected"]):
+        return None
+    return (
+        "top_p = 1.0 means no filtering (the nucleus is the whole distribution), but yours "
+        "removes tokens: in float32 the running total can reach 1.0 before a tail of tiny "
+        "probabilities; skip top-p when top_p >= 1 (top-p off)."
+    )
+
+
 def check_filter_logits(filter_logits, hidden: bool = False) -> None:
     """Check ``filter_logits(logits, temperature, top_k, top_p)``: same surviving tokens and
     the same renormalised distribution as temperature -> top-k -> top-p (Hugging Face's order)."""
@@ -153,8 +192,11 @@ def check_filter_logits(filter_logits, hidden: bool = False) -> None:
                 case,
                 named=False,
             )
+        if (found := _top_p_one_filters(run, case, kept, want)) is not None:
+            run.fail(found, case)
         axis = _nucleus_axis(z, t, k, p, out)
         named = [m for m, variant in _mistakes(z, t, k, p) if _same_distribution(out, variant)]
+        named = _consistent(run, named, _filter_cases(hidden))
         if named and axis:  # two explanations fit this small case: let a later case decide
             ambiguous = ambiguous or (named[0] + ".", case)
             continue

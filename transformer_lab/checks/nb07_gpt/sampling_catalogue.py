@@ -50,6 +50,7 @@ def _top_p(
     scatter=True,
     probs_as: str = "softmax",
     probs_dim: int = -1,
+    cum_dim: int = -1,
 ) -> Tensor:
     if p is None or p >= 1.0 and rule != "no_skip":
         return z
@@ -71,7 +72,7 @@ def _top_p(
         probs = torch.softmax(sorted_src, dim=probs_dim)
     else:
         probs = torch.softmax(sorted_src, dim=-1)
-    cum = probs.cumsum(-1)
+    cum = probs.cumsum(cum_dim)  # cum_dim != -1: the running total across rows, a mistake
     if rule in ("mass_before", "no_skip"):
         remove = cum - probs >= p
     else:  # "crossing_dropped": keeps only tokens whose running total stays within p
@@ -159,6 +160,15 @@ def _mistakes(z: Tensor, t: float, k, p) -> list[tuple[str, Tensor]]:
             "map the mask back to token ids with mask.scatter(-1, order, mask)",
             _top_p(_top_k(zt, k), p, scatter="unsorted"),
         ),
+        *[
+            (
+                f"top-p's running total (the cumsum) runs along dim {d}, across the rows of the "
+                "batch, not along each row's sorted probabilities: take cumsum(dim=-1), the last "
+                "dim",
+                _top_p(_top_k(zt, k), p, cum_dim=d),
+            )
+            for d in range(z.dim() - 1)
+        ],
     ]
 
 

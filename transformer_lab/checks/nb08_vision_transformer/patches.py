@@ -83,9 +83,9 @@ def _patchify_mistakes(x: Tensor, P: int) -> list[Mistake]:
     ]
 
 
-def _square_probe(run: Runner, patchify, case: Case) -> str | None:
+def _square_probe(run: Runner, patchify, case: Case, raised: bool = False) -> str | None:
     """On a non-square image: is the student's function right on a square one? Then the bug
-    depends on H != W (height and width mixed up somewhere)."""
+    depends on H != W (height and width mixed up somewhere, or the grid assumed square)."""
     x, P = case.data["x"], case.data["P"]
     B, C, H, W = x.shape
     if H == W:
@@ -96,11 +96,26 @@ def _square_probe(run: Runner, patchify, case: Case) -> str | None:
     if error is None and not calls and TRUSTED.is_tensor(out):
         want = _vit.patchify(square, P)
         if out.shape == want.shape and TRUSTED.equal(out.detach(), want):
+            what = "fails" if raised else "wrong"
             return (
-                f"right on square images but wrong on this {H} x {W} one: the height and width "
-                f"(H/P and W/P) are mixed up somewhere; the grid has H/P = {H // P} rows of "
-                f"W/P = {W // P} patches"
+                f"right on square images but {what} on this non-square {H} x {W} one: the height "
+                f"and width (H/P and W/P) are mixed up, or one is used for both: reshape to "
+                f"(B, C, H/P, P, W/P, P); the grid has H/P = {H // P} rows of W/P = {W // P} "
+                f"patches"
             )
+    return None
+
+
+def _grid_shape_hint(got: tuple, x: Tensor, P: int) -> str | None:
+    """(B, P*P, C*(H/P)*(W/P)): P read as the number of patches per side, not their size."""
+    B, C, H, W = x.shape
+    N, F = (H // P) * (W // P), C * P * P
+    if len(got) == 3 and got[0] == B and (got[1], got[2]) == (P * P, C * N) and got[1] != N:
+        return (
+            f"that is a {P} x {P} grid of patches (P patches per side); P is the size of a patch "
+            f"in pixels: cut P x P pixel squares, a grid of H/P x W/P = {H // P} x {W // P} = "
+            f"{N} patches of C*P*P = {F} numbers"
+        )
     return None
 
 
@@ -118,6 +133,11 @@ def _patchify_cases(hidden: bool) -> list[Case]:
     return cases
 
 
+def _crash_tip(run: Runner, patchify, case: Case) -> str:
+    """A shape error: on a non-square image, first see whether square images work."""
+    return _square_probe(run, patchify, case, raised=True) or _patchify_tip(None, case)
+
+
 def check_patchify(patchify, hidden: bool = False) -> None:
     """Check ``patchify(images, patch_size)``: (B, C, H, W) -> (B, N, C*P*P)."""
     __tracebackhide__ = True
@@ -127,7 +147,7 @@ def check_patchify(patchify, hidden: bool = False) -> None:
         patchify,
         forbidden,
         hidden,
-        _hint("patchify(images, patch_size)", _patchify_tip),
+        _hint("patchify(images, patch_size)", lambda exc, case: _crash_tip(run, patchify, case)),
     )
     for case in _patchify_cases(hidden):
         x, P = case.data["x"], case.data["P"]
@@ -139,6 +159,8 @@ def check_patchify(patchify, hidden: bool = False) -> None:
                 return "that is (B, C*P*P, N): the patches should be the rows, transpose the last two axes"
             if len(got) == 3 and got[0] == B and got[1] > N:
                 return f"N should be (H/P)(W/P) = {N}: patches must not overlap (stride = P)"
+            if (found := _grid_shape_hint(got, x, P)) is not None:
+                return found
             if got == (N, B, C * P * P) and N != B:
                 return (
                     "that is (N, B, C*P*P): the patches are stacked on dim 0, in front of the batch; "
@@ -157,24 +179,19 @@ def check_patchify(patchify, hidden: bool = False) -> None:
                 run.fail(message, case)
             case.data["axes"] = ("batch element", "patch", "feature")
             run.explain(out, expected, case, (), 0.0, 0.0, what="patches")
-    x = torch.zeros(1, 1, 6, 4)
-    bad = Case("an image of 6 x 4 with P=4", (x, 4), {}, "images (1, 1, 6, 4), patch_size=4")
-    _expect_value_error(
-        run,
-        lambda: patchify(x.clone(), 4),
-        bad,
-        ["6", "4"],
-        "an image whose height is not a multiple of P",
-    )
-    x = torch.zeros(1, 1, 4, 6)
-    bad = Case("an image of 4 x 6 with P=4", (x, 4), {}, "images (1, 1, 4, 6), patch_size=4")
-    _expect_value_error(
-        run,
-        lambda: patchify(x.clone(), 4),
-        bad,
-        ["6", "4"],
-        "an image whose width is not a multiple of P",
-    )
+    # P's digits appear in neither side, so a message that omits P (or the size) is caught
+    for (H, W), side in (((6, 8), "height"), ((8, 6), "width")):
+        x = torch.zeros(1, 1, H, W)
+        bad = Case(
+            f"an image of {H} x {W} with P=4", (x, 4), {}, f"images (1, 1, {H}, {W}), patch_size=4"
+        )
+        _expect_value_error(
+            run,
+            lambda x=x: patchify(x.clone(), 4),
+            bad,
+            ["6", "4"],
+            f"an image whose {side} is not a multiple of P",
+        )
     run.passed()
 
 

@@ -65,13 +65,20 @@ def _embed_mistakes(x, P, w_e, b_e, cls_token, pos) -> list[Mistake]:
             lambda: torch.cat([patches, cls], dim=1) + pos,
         ),
         Mistake(
-            "[CLS] gets no position embedding: add the whole (N + 1, C) table after prepending [CLS]",
+            "[CLS] gets no position embedding: row 0 of the table, pos[0], is the [CLS] position; "
+            "prepend [CLS] first, then add the whole (N + 1, C) table",
             lambda: torch.cat([cls, patches + pos[1:]], dim=1),
         ),
         Mistake(
-            "the patches get rows 0..N-1 of the position table and [CLS] row N; prepend [CLS] first, "
-            "then add the table, so [CLS] gets row 0",
+            "the positions are shifted: the patches get rows 0..N-1 of the position table and "
+            "[CLS] row N; prepend [CLS] first, then add the table, so [CLS] gets row 0",
             lambda: torch.cat([cls + pos[-1:], patches + pos[:-1]], dim=1),
+        ),
+        Mistake(
+            "the patch positions are shifted by one: patch n gets row n of the position table "
+            "(pos[:-1]), but row 0 is [CLS]'s, so patch n gets row n + 1 (pos[1:]); prepend "
+            "[CLS] first, then add the whole (N + 1, C) table",
+            lambda: torch.cat([cls + pos[0], patches + pos[:-1]], dim=1),
         ),
         Mistake(
             "the bias b_e is missing from the patch projection",
@@ -79,8 +86,9 @@ def _embed_mistakes(x, P, w_e, b_e, cls_token, pos) -> list[Mistake]:
         ),
         Mistake("the position embeddings are missing", lambda: torch.cat([cls, patches], dim=1)),
         Mistake(
-            "cls_token is added to every patch token as well: it is one extra token prepended "
-            "at position 0 (torch.cat along the sequence axis), the patches stay as projected",
+            "cls_token is added to each patch as well (broadcast over all tokens): it is one "
+            "extra token prepended at position 0 (torch.cat along the sequence axis), the "
+            "patches stay as projected",
             lambda: torch.cat([cls, patches + cls], dim=1) + pos,
         ),
         Mistake(
@@ -89,8 +97,9 @@ def _embed_mistakes(x, P, w_e, b_e, cls_token, pos) -> list[Mistake]:
             lambda: torch.cat([cls + pos[0], patches], dim=1),
         ),
         Mistake(
-            "the patches get rows 0..N-1 of the position table and [CLS] none; prepend [CLS] "
-            "first, then add the whole (N + 1, C) table",
+            "the patch positions are shifted by one and [CLS] gets none: the patches get rows "
+            "0..N-1 of the position table; prepend [CLS] first, then add the whole (N + 1, C) "
+            "table",
             lambda: torch.cat([cls, patches + pos[:-1]], dim=1),
         ),
         Mistake(
@@ -116,10 +125,10 @@ def check_vit_embed(vit_embed, hidden: bool = False) -> None:
         expected = _reference_embed(*args)
         B, N1, C = expected.shape
 
-        def shape_hint(got: tuple, N1=N1) -> str | None:
+        def shape_hint(got: tuple, N1=N1, C=C) -> str | None:
             if got[:1] == (B,) and len(got) == 3 and got[1] == N1 - 1:
                 return "one token short: prepend the [CLS] token to the N patch embeddings"
-            return None
+            return _batch_shape_hint(got, B, N1, C)
 
         out = run.expect_tensor(
             run.call(case), case, expected.shape, expected.dtype, "sequence", shape_hint
@@ -132,6 +141,21 @@ def check_vit_embed(vit_embed, hidden: bool = False) -> None:
             case.data.update(axes=("batch element", "token", "feature"), dims={"C": C})
             run.explain(out, expected, case, (), 1e-4, 1e-4, what="sequence")
     run.passed()
+
+
+def _batch_shape_hint(got: tuple, B: int, N1: int, C: int) -> str | None:
+    """The batch axis lost, or only some of the B images embedded."""
+    if got == (N1, C):
+        return (
+            f"the batch axis is missing: there are B={B} images, and each image needs its own "
+            f"(N + 1, C) sequence; keep the batch axis first"
+        )
+    if len(got) == 3 and got[1:] == (N1, C) and got[0] != B:
+        return (
+            f"{got[0]} sequence(s) for a batch of B={B} images: embed each image of the batch "
+            f"(work on the whole (B, ...) tensor, and expand cls_token to (B, 1, C))"
+        )
+    return None
 
 
 def _embed_evidence(run: Runner, out: Tensor, expected: Tensor, args) -> str | None:
@@ -154,6 +178,12 @@ def _embed_evidence(run: Runner, out: Tensor, expected: Tensor, args) -> str | N
                         f"should be exactly cls_token + pos[0] (the bias b_e belongs to the patch "
                         f"projection only)"
                     )
+        for row in range(1, pos.shape[0]):
+            if close(delta, (pos[row] - pos[0]).expand_as(delta)):
+                return (
+                    f"the patches are right, but [CLS] gets row {row} of the position table "
+                    f"(pos[{row}]): [CLS] is token 0, its position is row 0 (pos[0])"
+                )
         return None
     if not cls_ok or patches_ok:
         return None

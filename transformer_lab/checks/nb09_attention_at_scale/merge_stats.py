@@ -14,6 +14,7 @@ from transformer_lab.checks.nb08_vision_transformer.exercise_hints import (
     _hint,
     _merge_tip,
 )
+from transformer_lab.checks.nb09_attention_at_scale.magnitude_probe import merge_overflow_probe
 from transformer_lab.checks.nb09_attention_at_scale.merge_evidence import (
     _one_set_evidence,
     _rescaling_evidence,
@@ -29,14 +30,18 @@ __all__ = ["check_merge_softmax_stats"]
 # merging two sets of statistics
 def _merge_cases(hidden: bool) -> list[Case]:
     g = generator(9901 if hidden else 901)
-    specs = [((4,), 3, 5, 2), ((2, 3, 5), 4, 4, 3), ((6,), 2, 7, 1)]
+    specs = [((4,), 3, 5, 2, 0.0), ((2, 3, 5), 4, 4, 3, 0.0), ((6,), 2, 7, 1, 0.0)]
     if hidden:
-        specs += [((3, 2, 7), 5, 3, 4), ((9,), 6, 6, 5)]
+        specs += [((3, 2, 7), 5, 3, 4, 0.0), ((9,), 6, 6, 5, 0.0)]
+    specs += [((6,), 4, 3, 2, 300.0)]  # large maxima, +300 and -300: exp(m) alone over/underflows
     cases = []
-    for batch_t, b1, b2, Dv in specs:
+    for batch_t, b1, b2, Dv, offset in specs:
         shape = (*batch_t[:-1], batch_t[-1])  # (..., T)
+        sign = 1 - 2 * (torch.arange(shape[-1]) % 2)  # +1, -1, +1, ... per query
+        off = (offset * sign)[:, None].float()  # (T, 1)
         s1 = torch.randn(*shape, b1, generator=g) * 3 + torch.randn(*shape, 1, generator=g) * 4
         s2 = torch.randn(*shape, b2, generator=g) * 3 - 2
+        s1, s2 = s1 + off, s2 + off
         v1, v2 = (
             torch.randn(*shape[:-1], b1, Dv, generator=g),
             torch.randn(*shape[:-1], b2, Dv, generator=g),
@@ -46,8 +51,12 @@ def _merge_cases(hidden: bool) -> list[Case]:
         s2.view(-1, b2)[1] = float("-inf")
         args = (*_stats(s1, v1), *_stats(s2, v2))
         describe = f"m, l of shape {tuple(args[0].shape)}, o of shape {tuple(args[2].shape)}"
-        case = Case(f"{b1} + {b2} keys, T={shape[-1]}", args, {}, describe)
+        name = f"{b1} + {b2} keys, T={shape[-1]}" + (
+            f", maxima near +-{offset:g}" if offset else ""
+        )
+        case = Case(name, args, {}, describe)
         case.data.update(args=args, scores=torch.cat([s1, s2], -1), v=torch.cat([v1, v2], -2))
+        case.data["offset"] = off if offset else None
         cases.append(case)
     return cases
 
@@ -147,6 +156,9 @@ def check_merge_softmax_stats(merge_softmax_stats, hidden: bool = False) -> None
                 for g, c in zip(got, candidate)
             ):
                 run.fail(mistake.message, case)
+        overflow = merge_overflow_probe(run, case)
+        if overflow:
+            run.fail(overflow, case)
         if any(g.isnan().any() for g in got):
             run.fail(
                 "NaN where a query has seen no key in either set (m1 = m2 = -inf): exp(-inf - (-inf)) "

@@ -26,6 +26,12 @@ def _window_tip(exc: BaseException, case: Case) -> str:
     return ""
 
 
+_INVERTED = (
+    "the mask is inverted (its polarity is reversed, the opposite of what is asked): you marked "
+    "the blocked keys True; True must mean 'may attend' (t - window < s <= t), False blocked"
+)
+
+
 # ---------------------------------------------------------------------------------------------
 def _window_mistakes(T: int, w: int) -> list[Mistake]:
     ones = torch.ones(T, T, dtype=torch.bool)
@@ -37,7 +43,7 @@ def _window_mistakes(T: int, w: int) -> list[Mistake]:
                 lambda: ones.tril() & ~ones.tril(-w + 1)),
         Mistake("the window is not causal: keys after the query are visible; keep the lower triangle (s <= t)",
                 lambda: ~ones.tril(-w) & ~ones.triu(w)),
-        Mistake("the polarity is reversed: True must mean 'may attend'", lambda: ~band),
+        Mistake(_INVERTED, lambda: ~band),
         Mistake("the mask is transposed: row t is query t, which may attend to the keys just before it",
                 lambda: band.T),
         Mistake("the window is measured from the start (keys 0..window-1); it slides with the "
@@ -65,6 +71,9 @@ def check_sliding_window_mask(sliding_window_mask, hidden: bool = False) -> None
         out = run.expect_tensor(run.call(case), case, (T, T), torch.bool, "mask")
         if not torch.equal(out, expected):
             message = run.diagnose(out, _window_mistakes(T, w), 0, 0)
+            if message is None:  # inverted on top of another slip: negate it and look again
+                other = run.diagnose(~out, _window_mistakes(T, w), 0, 0)
+                message = other and f"{_INVERTED}; once negated, {other[0].lower()}{other[1:]}"
             future = out & ~torch.ones(T, T, dtype=torch.bool).tril()
             if message is None and not out.diagonal().any():
                 rest = torch.equal(out | torch.eye(T, dtype=torch.bool), expected)

@@ -15,10 +15,12 @@ from transformer_lab import attention as _attention
 from transformer_lab import tiled as _tiled
 from transformer_lab.checks.engine.core import Case, Mistake, Runner, describe_args, generator
 from transformer_lab.checks.engine.forbid import Forbidden
+from transformer_lab.checks.engine.leading_dims import runs_with_other_leading_dims
 from transformer_lab.checks.nb08_vision_transformer.exercise_hints import (
     _hint,
     _tiled_tip,
 )
+from transformer_lab.checks.nb09_attention_at_scale.magnitude_probe import tiled_overflow_probe
 from transformer_lab.checks.nb09_attention_at_scale.tiling_probe import (
     _row_factor,
     _tiling_probe,
@@ -69,7 +71,21 @@ def _tiled_cases(hidden: bool) -> list[Case]:
         )
         case.data.update(q=q, k=k, v=v, block=block, mask=mask)
         cases.append(case)
+    cases.append(_large_scores_case(g))
     return cases
+
+
+def _large_scores_case(g: torch.Generator) -> Case:
+    """Scores in the hundreds (exp overflows float32 above ~88), exact in float32: integer
+    q and k with D = 4, so every order of the products and the 1/sqrt(D) = 1/2 agrees."""
+    T, S, D, Dv, block = 6, 10, 4, 3, 4
+    q = torch.randint(-12, 13, (2, T, D), generator=g).float()
+    k = torch.randint(-12, 13, (2, S, D), generator=g).float()
+    v = torch.randn(2, S, Dv, generator=g)
+    case = Case(f"T={T}, S={S}, blocks of {block}, large scores (hundreds)", (q, k, v, block), {},
+                describe_args(q=q, k=k, v=v, block_size=block))  # fmt: skip
+    case.data.update(q=q, k=k, v=v, block=block, mask=None, large=True)
+    return case
 
 
 def _blockwise(q, k, v, block, mask, *, rescale_o=True, rescale_l=True, rescale=True,
@@ -155,8 +171,8 @@ def _tiled_mistakes(q, k, v, block, mask) -> list[Mistake]:
             lambda: run(value_offset=False),
         ),
         Mistake(
-            "the mask's polarity is reversed: True means 'may attend', so hide the keys where the "
-            "mask is False (masked_fill(~mask, -inf))",
+            "the mask is inverted (its polarity is reversed, the opposite): True means 'may "
+            "attend', so hide the keys where the mask is False (masked_fill(~mask, -inf))",
             lambda: _blockwise(q, k, v, block, None if mask is None else ~mask),
         ),
         Mistake(
@@ -179,6 +195,20 @@ def _rows_close(run: Runner, out: Tensor, expected: Tensor) -> Tensor:
     return torch.nan_to_num(diff, nan=float("inf")).le(tol).all(-1)
 
 
+def _leading_dims_hint(run: Runner, exc: BaseException, case: Case) -> str:
+    """'' unless the same case runs with its tensors given another number of leading dims."""
+    dims = runs_with_other_leading_dims(run, exc, case, core=2)
+    if dims is None:
+        return ""
+    given = next(a for a in case.args if isinstance(a, Tensor) and a.dim() >= 2).dim()
+    return (
+        f"your function runs on {dims}-D inputs but fails on {given}-D ones: the "
+        f"inputs are (..., T, D), any number of leading (batch, heads) dims; transpose "
+        f"the last two dims with transpose(-2, -1), not transpose(1, 2), and read sizes "
+        f"from the end (k.shape[-2]), not with fixed dims"
+    )
+
+
 def check_tiled_attention(tiled_attention, hidden: bool = False) -> None:
     """Check ``tiled_attention(q, k, v, block_size, mask=None)`` against the softmax formula."""
     __tracebackhide__ = True
@@ -190,12 +220,13 @@ def check_tiled_attention(tiled_attention, hidden: bool = False) -> None:
         ),
         _TORCH_ATTENTION,
     ]
+    tiled_hint = _hint("tiled_attention(q, k, v, block_size, mask=None)", _tiled_tip)
     run = Runner(
         "check_tiled_attention",
         tiled_attention,
         forbidden,
         hidden,
-        _hint("tiled_attention(q, k, v, block_size, mask=None)", _tiled_tip),
+        lambda e, c: _leading_dims_hint(run, e, c) or tiled_hint(e, c),
     )
     for case in _tiled_cases(hidden):
         q, k, v, block, mask = (case.data[x] for x in ("q", "k", "v", "block", "mask"))
@@ -203,6 +234,9 @@ def check_tiled_attention(tiled_attention, hidden: bool = False) -> None:
         out = run.expect_tensor(run.call(case), case, expected.shape, expected.dtype, "output")
         if run.close(out, expected, 1e-5, 1e-5):
             continue
+        overflow = tiled_overflow_probe(run, case) if case.data.get("large") else None
+        if overflow:
+            run.fail(overflow, case)
         if mask is not None:
             empty = ~mask.any(-1)  # (..., T) queries with nothing to attend to
             rest_ok = run.close(out[~empty], expected[~empty], 1e-5, 1e-5)
