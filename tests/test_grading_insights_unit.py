@@ -363,6 +363,19 @@ def test_a_cell_failing_because_an_earlier_one_fails_is_counted_so(tmp_path):
     builds_on = failing_dependencies(cell_facts(path), {"softmax_tests", "self_attention_tests"})
     assert builds_on == {"self_attention_tests": ("softmax_tests", "softmax")}
     assert failing_dependencies(cell_facts(path), {"self_attention_tests"}) == {}
+    # A stub left as released calls nothing, whatever its docstring names: not implemented.
+    nb.cells[2] = cell(
+        'def self_attention(x, w_q, w_k, w_v):\n    """softmax(x W_q (x W_k)^T) x W_v"""\n'
+        "    raise NotImplementedError()",
+        "sa_impl",
+        True,
+    )
+    nbformat.write(nb, path)
+    assert failing_dependencies(cell_facts(path), {"softmax_tests", "self_attention_tests"}) == {}
+    nb.cells[2] = cell(
+        "def self_attention(x, w_q, w_k, w_v):\n    return softmax(x @ w_q)", "sa_impl", True
+    )
+    nbformat.write(nb, path)
 
     url = f"sqlite:///{tmp_path / 'g.db'}"
     make_gradebook(url, small_class())

@@ -16,6 +16,7 @@ shows the current record. Every text is HTML-escaped; the page keeps its CSP (:m
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 from html import escape
@@ -46,6 +47,28 @@ def _num(x) -> str:
     return "-" if x is None else str(round(float(x), 2))  # as nbgrader's page writes scores
 
 
+def _names(source: str) -> dict[str, set[str]]:
+    """The functions and classes an answer cell defines, and the names it calls (read from its
+    syntax tree: a docstring's "softmax(q k^T)" is no call; a cell that does not parse, by a
+    regular expression)."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return {
+            "defines": set(re.findall(r"^(?:def|class)\s+(\w+)", source, re.M)),
+            "calls": set(re.findall(r"\b(\w+)\s*\(", source)),
+        }
+    defs = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+    return {
+        "defines": {n.name for n in tree.body if isinstance(n, defs)},
+        "calls": {
+            n.func.id if isinstance(n.func, ast.Name) else n.func.attr
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name | ast.Attribute)
+        },
+    }
+
+
 def cell_facts(autograded: Path) -> list[dict]:
     """Each graded cell of an autograded notebook: its id, points, score, error, timeout,
     and the names its answer cell defines and calls (in notebook order)."""
@@ -59,10 +82,7 @@ def cell_facts(autograded: Path) -> list[dict]:
         src = cell.get("source", "")
         src = "".join(src) if isinstance(src, list) else str(src)
         if meta.get("solution"):
-            answer = {
-                "defines": set(re.findall(r"^(?:def|class)\s+(\w+)", src, re.M)),
-                "calls": set(re.findall(r"\b(\w+)\s*\(", src)),
-            }
+            answer = _names(src)
         if not meta.get("grade") or meta.get("solution"):
             continue
         errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
