@@ -1,7 +1,8 @@
 """Designed probes for notebook 00's BPE checks: when a case fails and no replayed mistake matches
 it, the student's function is called on tiny inputs built so that each family of mistakes gives
 a recognisable output (runs of 3-5 equal tokens, a merge of merges three levels deep, ids offset
-by one, a word of one token, a pair in descending order). A family is named only when the
+by one, a word of one token, a pair in descending order, two words side by side, a pair shared by
+two words). A family is named only when the
 student's outputs match it on every one of its probes.
 
     family_of(run, families) -> message or None
@@ -18,6 +19,7 @@ from transformer_lab import bpe as _ref
 from transformer_lab.checks.nb00_tokens_and_embeddings.merge_mistakes import INNER
 
 __all__ = [
+    "CHAINED",
     "family_of",
     "probe_errors",
     "COUNT_FAMILIES",
@@ -64,6 +66,30 @@ def _past_end(out: Any, error: BaseException | None) -> bool:
     return error is None and len(keys) == 1 and next(iter(keys)) in ((3,), (3, None))
 
 
+class _CrossesWords:
+    """The right pairs inside the words, plus only pairs (last token of a word, first of
+    another): the words were glued together before counting. (A class, not a function that
+    makes one: the probe tables below are built at import, and the graded build keeps classes
+    but stubs this folder's functions.)"""
+
+    def __init__(self, inside: dict, firsts: set, lasts: set):
+        self.inside, self.boundary = inside, {(a, b) for a in lasts for b in firsts}
+
+    def __call__(self, out: Any, error: BaseException | None) -> bool:
+        extra = set(out) - set(self.inside)
+        return (
+            error is None
+            and bool(extra)
+            and extra <= self.boundary
+            and all(out.get(p, 0) > 0 for p in self.inside)
+        )
+
+
+def _keeps_one_word(out: Any, error: BaseException | None) -> bool:
+    """(1, 2) occurs in a word of count 2 and in one of count 3: one of them is kept, not 5."""
+    return error is None and out.get((1, 2)) in (2, 3) and out.get((5, 1)) == 3 and len(out) == 2
+
+
 COUNT_FAMILIES: list[Family] = [
     (
         "each pair adds the word's count n, how often the word occurs in the text (words is "
@@ -103,6 +129,25 @@ COUNT_FAMILIES: list[Family] = [
             (({(5,): 1, (6,): 1},), lambda out, error: not {(5, 6), (6, 5)} & set(out)),
             (({(1, 2): 1},), {(1, 2): 1}),
             (({(1, 2, 3): 1},), {(1, 2): 1, (2, 3): 1}),
+        ],
+    ),
+    (
+        "you count pairs across word boundaries (the last token of one word with the first of "
+        "the next, as if the words were one sequence): count the pairs inside each word only",
+        [
+            (({(1, 2, 3): 2},), {(1, 2): 2, (2, 3): 2}),
+            (({(1, 2): 1, (3, 4): 1},), _CrossesWords({(1, 2): 1, (3, 4): 1}, {1, 3}, {2, 4})),
+            (({(5,): 3, (6, 7): 1},), _CrossesWords({(6, 7): 1}, {5, 6}, {5, 7})),
+        ],
+    ),
+    (
+        "a pair shared by several words must add up the counts of all of them "
+        "(counts[pair] = counts.get(pair, 0) + n); yours keeps only one word's count (it "
+        "overwrites the total, e.g. with dict.update or counts[pair] = ...)",
+        [
+            (({(1, 2, 3): 2},), {(1, 2): 2, (2, 3): 2}),
+            (({(1, 2): 2, (5, 1, 2): 3},), _keeps_one_word),
+            (({(5, 1, 2): 3, (1, 2): 2},), _keeps_one_word),
         ],
     ),
 ]
@@ -147,6 +192,12 @@ def train_families() -> list[Family]:
     return _telling(families, _ref.train_merges)
 
 
+CHAINED = (
+    "a merge may use a token created by an earlier merge (a merge of merges, such as "
+    "(256, 99)): apply each merge to the ids as they are after the earlier merges, not only "
+    "to pairs of the word's original bytes"
+)
+
 _ENCODE_PROBES = [
     ("aaa", [(97, 97)]),
     ("aaaaa", [(97, 97)]),
@@ -175,6 +226,13 @@ def encode_families() -> list[Family]:
         families.append(
             (message, [((t, m), _encode(t, m, first_id=first)) for t, m in _ENCODE_PROBES])
         )
+    unchained = [
+        (("ab ba", [(97, 98)]), [256, 32, 98, 97]),
+        (("abc", [(98, 99), (97, 98)]), [97, 256]),
+        (("abc", [(97, 98), (256, 99)]), [256, 99]),
+        (("aaaa", [(97, 97), (256, 256)]), [256, 256]),
+    ]
+    families.append((CHAINED, unchained))
     return _telling(families, _ref.encode)
 
 

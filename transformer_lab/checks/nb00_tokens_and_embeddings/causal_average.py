@@ -13,144 +13,16 @@ import re
 
 import torch
 
-from transformer_lab.checks.engine.core import Case, Mistake, describe_args, generator
+from transformer_lab.checks.engine.core import Case, describe_args, generator
 from transformer_lab.checks.engine.forbid import Forbidden
 from transformer_lab.checks.engine.guards import TRUSTED
 from transformer_lab.checks.engine.messages import signature_hint as _signature_hint
+from transformer_lab.checks.nb00_tokens_and_embeddings.causal_mistakes import mistakes
 from transformer_lab.checks.nb00_tokens_and_embeddings.runner import WatchedRunner
 from transformer_lab.checks.registry import Cell, Exercise, register
 from transformer_lab.lessons import why_attention as _ref
 
 __all__ = ["check_causal_average"]
-
-_FUTURE = "future positions leak in"
-
-
-def _when(applies: bool, compute):
-    """A mistake that only shows on some shapes: raising skips it (see Mistake)."""
-    if not applies:
-        raise ValueError("this mistake does not apply to this input")
-    return compute()
-
-
-def _counts(n: int, dtype: torch.dtype) -> torch.Tensor:
-    return torch.arange(1, n + 1, dtype=dtype)[:, None]  # (n, 1): 1, 2, ..., n
-
-
-def _weight_mistakes(x: torch.Tensor) -> list[Mistake]:
-    """The weights built wrong: the triangle, the divisor, the division."""
-    T = x.shape[-2]
-    ones = torch.ones(T, T, dtype=torch.float64)
-    low = ones.tril()  # (T, T)
-    rows = low.sum(dim=1, keepdim=True)  # (T, 1): t + 1
-    a = (low / rows).to(x.dtype)
-
-    def normalised(keep: torch.Tensor) -> torch.Tensor:
-        return (keep / keep.sum(dim=1, keepdim=True)).to(x.dtype)  # 0/0 rows give NaN
-
-    return [
-        Mistake(
-            f"{_FUTURE}: your weights are upper-triangular, so position t averages positions "
-            f"t..T-1 (the future); keep the lower triangle, torch.tril",
-            lambda: normalised(ones.triu()) @ x,
-        ),
-        Mistake(
-            f"{_FUTURE}: you use the weight matrix transposed (upper-triangular), so position t "
-            f"takes the positions after it; row t of A holds 1/(t + 1) in columns 0..t, out = A @ x",
-            lambda: a.T @ x,
-        ),
-        Mistake(
-            f"{_FUTURE}: position t also takes position t + 1 (tril(diagonal=1)); the mean is "
-            f"over positions 0..t, torch.tril(...) with diagonal=0",
-            lambda: normalised(ones.tril(1)) @ x,
-        ),
-        Mistake(
-            f"{_FUTURE}: every position averages all T positions (nothing is masked, or the "
-            f"future was filled with 0 instead of -inf before the softmax); position t may only "
-            f"average positions 0..t",
-            lambda: torch.full((T, T), 1.0 / T, dtype=x.dtype) @ x,
-        ),
-        Mistake(
-            "you divide every row by T: row t sums t + 1 positions, so divide it by t + 1 "
-            "(the row's count of ones, .sum(dim=1, keepdim=True))",
-            lambda: (low / T).to(x.dtype) @ x,
-        ),
-        Mistake(
-            "off by one: you divide row t by t, but it sums t + 1 positions (0..t)",
-            lambda: (low / (rows - 1)).to(x.dtype) @ x,
-        ),
-        Mistake(
-            "off by one: you divide row t by t + 2, but it sums t + 1 positions (0..t)",
-            lambda: (low / (rows + 1)).to(x.dtype) @ x,
-        ),
-        Mistake(
-            "the position itself is left out (tril(diagonal=-1), or x[:t] instead of x[:t + 1]): "
-            "the mean is over positions 0..t, including t",
-            lambda: normalised(ones.tril(-1)) @ x,
-        ),
-        Mistake(
-            "you divide each column, not each row: w / w.sum(dim=1) lines the row sums up with "
-            "the columns; keep the dimension, w / w.sum(dim=1, keepdim=True)",
-            lambda: (low / low.sum(dim=1)).to(x.dtype) @ x,
-        ),
-        Mistake(
-            "you divide each column by its own count (w.sum(dim=0)): row t must be divided by "
-            "its count t + 1, w / w.sum(dim=1, keepdim=True)",
-            lambda: (low / low.sum(dim=0)).to(x.dtype) @ x,
-        ),
-        Mistake(
-            "integer division: 1 // (t + 1) is 0 for every t > 0; divide with /, in x's dtype",
-            lambda: torch.div(low, rows, rounding_mode="floor").to(x.dtype) @ x,
-        ),
-        Mistake(
-            "you return the running sums, not the means: divide row t by t + 1",
-            lambda: low.to(x.dtype) @ x,
-        ),
-    ]
-
-
-def _layout_mistakes(x: torch.Tensor) -> list[Mistake]:
-    """The right weights on the wrong axis, the batch or the wrong thing returned."""
-    T, C = x.shape[-2], x.shape[-1]
-    a = _ref.causal_average_matrix(T).to(x.dtype)  # (T, T)
-    a_c = _ref.causal_average_matrix(C).to(x.dtype)  # (C, C): the same average over channels
-    return [
-        Mistake(
-            "you average across the channels (the last dimension), not along the positions: "
-            "multiply from the left, A @ x with A (T, T), or average over dim -2",
-            lambda: x @ a_c.T,
-        ),
-        Mistake(
-            "you average across the channels (the last dimension), not along the positions: "
-            "multiply from the left, A @ x with A (T, T), or average over dim -2",
-            lambda: x @ a_c,
-        ),
-        Mistake(
-            "you average across the channels: x @ A mixes the columns of x; the positions are "
-            "its rows, so A @ x",
-            lambda: _when(T == C, lambda: x @ a),
-        ),
-        Mistake(
-            "you return the weight matrix A itself: return the averages, A @ x",
-            lambda: _when((T, C) == tuple(x.shape), lambda: a),
-        ),
-        Mistake(
-            "you average over dim 0, the batch, when x is (B, T, C): the positions are dim -2 "
-            "for both shapes (dim 1 of (B, T, C), dim 0 of (T, C))",
-            lambda: _when(
-                x.dim() == 3, lambda: x.cumsum(0) / _counts(x.shape[0], x.dtype)[:, None]
-            ),
-        ),
-        Mistake(
-            "position 0 is left at zero (a loop from 1?): row 0 is the mean of row 0 alone, x[0]",
-            lambda: torch.cat([torch.zeros_like(x[..., :1, :]), (a @ x)[..., 1:, :]], dim=-2),
-        ),
-    ]
-
-
-def _mistakes(x: torch.Tensor) -> list[Mistake]:
-    """What the output looks like after each named mistake, on this input."""
-    return _weight_mistakes(x) + _layout_mistakes(x)
 
 
 def _product_hint(text: str, x: torch.Tensor) -> str:
@@ -253,7 +125,8 @@ def check_causal_average(causal_average, hidden: bool = False) -> None:
         if run.close(got, want, atol=1e-5, rtol=1e-4):
             continue
         case.data["axes"] = ("batch", "position", "channel")[-x.dim() :]
-        run.explain(got, want, case, _mistakes(x), atol=1e-5, rtol=1e-4, what="averages")
+        known = mistakes(x, got, want)
+        run.explain(got, want, case, known, atol=1e-5, rtol=1e-4, what="averages")
     run.passed()
 
 

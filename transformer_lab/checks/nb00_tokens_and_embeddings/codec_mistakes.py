@@ -1,6 +1,7 @@
 """The mistakes of encode and decode replayed on a case's inputs, and decode's cases and error
-hints (the checks are in bpe_codec.py). Encode: merges in another order or across words, code
-points, one merge per word, unseen characters dropped, merge ids from 255 or 257, and every wrong
+hints (the checks are in bpe_codec.py). Encode: merges in another order (reversed, the most
+frequent pair first, one greedy pass) or across words, code points, one merge per word, merges of
+merges skipped, unseen characters dropped, merge ids from 255 or 257 or all 256, and every wrong
 merge of a pair the student's loop may inherit (:data:`~.merge_mistakes.INNER`). Decode: token
 256 + i is merge i, whose bytes are its left token's followed by its right token's, all the way
 down to bytes; a character cut between tokens is joined before decoding.
@@ -20,6 +21,7 @@ from transformer_lab import bpe as _ref
 from transformer_lab.checks.engine.core import Case, generator
 from transformer_lab.checks.engine.messages import signature_hint as _signature_hint
 from transformer_lab.checks.nb00_tokens_and_embeddings.bpe import random_words
+from transformer_lab.checks.nb00_tokens_and_embeddings.bpe_probes import CHAINED
 from transformer_lab.checks.nb00_tokens_and_embeddings.merge_mistakes import INNER
 
 __all__ = [
@@ -71,6 +73,52 @@ def encode_variants(text: str, merges: list) -> list[tuple[str, Callable[[], lis
             out += _MERGE(ids, merges[min(found)], 256 + min(found)) if found else ids
         return out
 
+    def bytes_merges_only(raw_pairs: bool) -> list:
+        """Only merges whose pair is in the word's original bytes (or of two bytes) apply."""
+        out = []
+        for w in words:
+            ids = list(w.encode("utf-8"))
+            present = set(zip(ids, ids[1:]))
+            for i, pair in enumerate(merges):
+                if (tuple(pair) in present) if raw_pairs else max(pair) < 256:
+                    ids = _MERGE(ids, pair, 256 + i)
+            out += ids
+        return out
+
+    def one_greedy_pass() -> list:
+        """One left-to-right pass over the bytes, merging any learned pair as it comes."""
+        rank = {tuple(p): i for i, p in enumerate(merges)}
+        out = []
+        for w in words:
+            ids, i = list(w.encode("utf-8")), 0
+            while i < len(ids):
+                pair = tuple(ids[i : i + 2])
+                out.append(256 + rank[pair] if pair in rank else ids[i])
+                i += 2 if pair in rank else 1
+        return out
+
+    def most_frequent_first(by_rank: bool) -> list:
+        """The word's most frequent learned pair merged first (ties: by rank, or the first
+        seen), not the merges in their order."""
+        rank = {tuple(p): i for i, p in enumerate(merges)}
+        out = []
+        for w in words:
+            ids = list(w.encode("utf-8"))
+            while True:
+                counts = _ref.count_pairs({tuple(ids): 1})
+                known = [p for p in counts if p in rank]
+                if not known:
+                    break
+                pair = max(known, key=lambda p: (counts[p], -rank[p] if by_rank else 0))
+                ids = _MERGE(ids, pair, 256 + rank[pair])
+            out += ids
+        return out
+
+    frequent = (
+        "the merges are applied in the order learned (merge 0 first, the order of the list), "
+        "not the pair that occurs most often in the word first"
+    )
+
     def ascii_only() -> list:
         return per_word([w for w in words if w.isascii()], range(n))
 
@@ -104,6 +152,21 @@ def encode_variants(text: str, merges: list) -> list[tuple[str, Callable[[], lis
             one_merge_per_word,
         ),
         (
+            "you merge in one pass over the bytes, left to right, taking any learned pair as "
+            "it comes: apply the merges one at a time, in the order learned (merge 0 on the "
+            "whole word first), so a later merge can build on an earlier one",
+            one_greedy_pass,
+        ),
+        (frequent, lambda: most_frequent_first(by_rank=True)),
+        (frequent, lambda: most_frequent_first(by_rank=False)),
+        (
+            "every merge creates the same token 256: merge i of the list creates token 256 + i, "
+            "one id more per merge",
+            lambda: per_word(words, range(n), lambda ids, pair, _: _MERGE(ids, pair, 256)),
+        ),
+        (CHAINED, lambda: bytes_merges_only(raw_pairs=True)),
+        (CHAINED, lambda: bytes_merges_only(raw_pairs=False)),
+        (
             "characters never seen in training are dropped: every character is UTF-8 bytes "
             "(ids 0..255), so nothing is unknown; encode them as bytes",
             ascii_only,
@@ -134,6 +197,8 @@ def decode_variants(ids: list, merges: list) -> list[tuple[str, Callable[[], str
     swapped = [bytes([b]) for b in range(256)]
     for a, b in merges:
         swapped.append(swapped[b] + swapped[a])
+    text = joined.decode("utf-8", errors="replace")
+    stripped = "the text comes back stripped: keep leading and trailing spaces and newlines"
     return [
         (
             "the tokens are joined with spaces: the spaces are already inside the tokens "
@@ -154,9 +219,17 @@ def decode_variants(ids: list, merges: list) -> list[tuple[str, Callable[[], str
             "(Latin-1)",
             lambda: joined.decode("latin-1"),
         ),
+        (stripped, lambda: text.strip()),
+        (stripped, lambda: text.lstrip()),
+        (stripped, lambda: text.rstrip()),
         (
-            "the text comes back stripped: keep leading and trailing spaces and newlines",
-            lambda: joined.decode("utf-8", errors="replace").strip(),
+            "the bytes are UTF-8, not ASCII: decode them with .decode('utf-8', "
+            "errors='replace'); a character beyond ASCII is several bytes",
+            lambda: joined.decode("ascii", errors="replace"),
+        ),
+        (
+            "the tokens come back in reverse order: join their bytes in the order of ids",
+            lambda: b"".join(vocab[i] for i in ids[::-1]).decode("utf-8", errors="replace"),
         ),
         (
             "merge i's token is the bytes of its left token followed by those of its right "
@@ -182,6 +255,7 @@ def decode_cases(hidden: bool) -> list[Case]:
     specs.append(("a merge and a space", [256, 32, 256], [(104, 105)]))
     specs.append(("a character of two bytes", [195, 169], []))
     specs.append(("a character over two tokens", list("é".encode()) + [32, 97], []))
+    specs.append(("a token holding a character", [99, 97, 102, 256], [(195, 169)]))  # café
     if hidden:
         specs.append(("random ids", _ENCODE(" ".join(random_words(g, 50)), merges), merges))
     return [

@@ -94,6 +94,13 @@ def _variants(ids: torch.Tensor, w: torch.Tensor) -> list[tuple[str, torch.Tenso
                 F.one_hot(ids, V).to(w.dtype) @ w.T,
             )
         )
+        found.append(
+            (
+                "you summed over the wrong axis, C (the width) instead of V: one_hot (..., V) @ "
+                "W_emb (V, C) sums over V and leaves (..., C)",
+                F.one_hot(ids, V).to(w.dtype) * w.sum(-1),
+            )
+        )
     found += [
         (
             "the rows are off by one: token v is row v of W_emb (ids start at 0), "
@@ -106,12 +113,41 @@ def _variants(ids: torch.Tensor, w: torch.Tensor) -> list[tuple[str, torch.Tenso
             w[(ids + 1) % V],
         ),
         (
+            "you average over V (a mean) instead of summing: the one-hot product sums over V, "
+            "one_hot (..., V) @ W_emb (V, C), which picks row ids[t] as it is",
+            w[ids] / V,
+        ),
+        (
             "the embedding is the plain product one_hot(ids) @ W_emb, with no scaling by "
             "sqrt(C) (some models scale later; this exercise does not)",
             w[ids] * C**0.5,
         ),
     ]
     return found
+
+
+def _reduction_hint(ids: torch.Tensor, w: torch.Tensor, got: torch.Tensor) -> str:
+    """A shape left by the product's sum over V done wrong: over C, not at all, or over both."""
+    V, C = w.shape
+    lead, shape = tuple(ids.shape), tuple(got.shape)
+    product = "one_hot (..., V) @ W_emb (V, C) sums over V and leaves (..., C)"
+    if shape == lead + (V,) and TRUSTED.equal(
+        got.detach().to(w.dtype), F.one_hot(ids, V).to(w.dtype)
+    ):
+        return f" You return the one-hot vectors themselves: multiply them by W_emb; {product}."
+    if shape == lead + (V,) and V != C:
+        return (
+            f" Yours ends in V = {V}: you summed over the wrong axis, C (the width) instead of "
+            f"V; {product}."
+        )
+    if shape in (lead + (V, C), lead + (C, V)):
+        return (
+            f" You kept the V axis: the broadcast product one_hot[..., None] * W_emb must be "
+            f"summed over V (dim -2), or use {product}."
+        )
+    if shape == lead:
+        return f" You summed over both V and C: sum over V only; {product}."
+    return ""
 
 
 def _check_values(run: WatchedRunner, case: Case) -> None:
@@ -141,6 +177,8 @@ def _check_values(run: WatchedRunner, case: Case) -> None:
             hint = " You summed over the sequence: keep one row per position."
         elif ids.dim() > 1 and tuple(got.shape) == tuple(want.shape[-2:]):
             hint = " You embedded the first sequence only: embed every sequence of the batch."
+        else:
+            hint = _reduction_hint(ids, w, got)
         run.fail(
             f"the embeddings should have shape {tuple(want.shape)} (ids' shape + (C,)), but "
             f"yours have {tuple(got.shape)}.{hint}",

@@ -27,6 +27,10 @@ __all__ = ["check_merge_pair"]
 
 
 _MERGE_PAIR = _ref.merge_pair
+ONE_SIDE = (
+    "a match needs both tokens of the pair: ids[i] == pair[0] and ids[i + 1] == pair[1]; "
+    "yours tests only one of them"
+)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -95,6 +99,17 @@ def _merge_variants(ids: list, pair: tuple, new_id: int) -> list[tuple[str, Call
                 i += 1
         return out
 
+    def one_side(side: int) -> list:  # a match tested on one token of the pair only
+        out, i = [], 0
+        while i < len(ids):
+            if i + 1 < len(ids) and ids[i + side] == pair[side]:
+                out.append(new_id)
+                i += 2
+            else:
+                out.append(ids[i])
+                i += 1
+        return out
+
     overlap = (
         "overlapping occurrences: in 'a a a' only the first (a, a) is merged, giving "
         "[aa, a]; go left to right and skip both tokens of a merged pair (i += 2)"
@@ -119,6 +134,8 @@ def _merge_variants(ids: list, pair: tuple, new_id: int) -> list[tuple[str, Call
             "pair's second token after new_id",
             kept_both,
         ),
+        (ONE_SIDE, lambda: one_side(0)),
+        (ONE_SIDE, lambda: one_side(1)),
         (STRING_MERGE, lambda: string_merge(ids, pair, new_id)),
         (STRING_MERGE, lambda: string_merge(ids, pair, new_id, padded=True)),
     ]
@@ -183,6 +200,12 @@ def check_merge_pair(merge_pair, hidden: bool = False) -> None:
         if got is None:
             run.fail("your function returned None: return the new list of ids.", case)
         if not is_int_list(got):
+            if isinstance(got, list) and any(tuple(pair) == t for t in got if type(t) is tuple):
+                run.fail(
+                    "your list holds the pair itself, a tuple, where the merged token goes: "
+                    "append the new id, new_id, in its place.",
+                    case,
+                )
             if isinstance(got, (tuple, list)) or hasattr(got, "tolist"):
                 run.fail(f"return a list of Python ints, but yours is {kind_of(got)}.", case)
             run.fail(f"return a list of ids, but yours is {kind_of(got)}.", case)

@@ -1,5 +1,5 @@
 """Whole-run mistakes of train_merges, replayed on the case's text: ties broken another way,
-pairs counted across words or once, stale counts, ids numbered from 255 or 257, code points
+pairs counted across words or once, stale counts, ids numbered from 255 or 257 or all 256, code points
 instead of bytes, one merge too many or too few, and every wrong merge of a pair the student's
 loop may inherit (:data:`~.merge_mistakes.INNER`: runs of equal tokens overlapped, the first
 occurrence only, ...).
@@ -108,6 +108,11 @@ def variants(text: str, n: int) -> list[tuple[str, Callable[[], list]]]:
         (
             "merge i must create token 256 + i (ids 0..255 are the bytes); yours starts at 257",
             lambda: _naive(words, n, _smallest, first_id=257),
+        ),
+        (
+            "every merge creates the same token 256: merge i must create the new token "
+            "256 + i, one id more per merge",
+            lambda: _naive(words, n, _smallest, merge=lambda ids, pair, _: _MERGE(ids, pair, 256)),
         ),
         (
             "you stop at pairs that occur only once: keep merging while any pair occurs (count "

@@ -46,13 +46,16 @@ def _split_mistakes(x: Tensor, H: int) -> list[Mistake]:
 
 def _split_cases(hidden: bool) -> list[Case]:
     g = generator(9505 if hidden else 505)
-    specs = [((2, 3, 8), 2), ((1, 4, 12), 3), ((2, 5, 6), 1), ((2, 4, 4), 4)]
+    f32, f64 = torch.float32, torch.float64
+    specs = [((2, 3, 8), 2, f32), ((1, 4, 12), 3, f32), ((2, 5, 6), 1, f32), ((2, 4, 4), 4, f32)]
+    specs += [((2, 3, 6), 3, f64)]  # a new buffer must take the input's dtype
     if hidden:
-        specs += [((3, 2, 16), 4), ((1, 7, 10), 5)]
+        specs += [((3, 2, 16), 4, f32), ((1, 7, 10), 5, f32), ((2, 2, 8), 2, f64)]
     cases = []
-    for shape, H in specs:
-        x = torch.randn(*shape, generator=g)
-        case = Case(f"H={H}", (x, H), {}, describe_args(x=x, n_heads=H))
+    for shape, H, dtype in specs:
+        x = torch.randn(*shape, generator=g, dtype=dtype)
+        name = f"H={H}" + (", float64" if dtype == f64 else "")
+        case = Case(name, (x, H), {}, describe_args(x=x, n_heads=H))
         case.data.update(x=x, H=H, expected=_ref.split_heads(x, H))
         cases.append(case)
     return cases

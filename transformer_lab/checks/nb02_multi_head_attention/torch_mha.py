@@ -16,6 +16,7 @@ from transformer_lab.checks.engine.core import Case, Runner, describe_args, gene
 from transformer_lab.checks.engine.forbid import Forbidden
 from transformer_lab.checks.engine.guards import TRUSTED, verify
 from transformer_lab.checks.engine.messages import signature_hint as _signature_hint
+from transformer_lab.checks.nb02_multi_head_attention.torch_mha_layout import weight_hint
 from transformer_lab.checks.registry import Cell, Exercise, register
 
 ATOL, RTOL = 1e-5, 1e-4
@@ -48,77 +49,6 @@ def _to_torch_cases(hidden: bool) -> list[Case]:
         case.data.update(C=C, H=H, w=ws, x=x, expected=expected)
         cases.append(case)
     return cases
-
-
-def _slots(module: nn.MultiheadAttention, C: int, ws: tuple) -> str:
-    """Say which of the weights sits in each block of in_proj_weight and in out_proj.weight
-    ('' when a block holds none of them)."""
-    names = ("w_q", "w_k", "w_v", "w_o")
-    known = [(f"{n}.T", w.T) for n, w in zip(names, ws)] + list(zip(names, ws))
-
-    def which(block) -> str | None:
-        for name, w in known:
-            if block.shape == w.shape and TRUSTED.allclose(block, w, atol=1e-6):
-                return name
-        return None
-
-    in_proj = module.in_proj_weight
-    if in_proj is None or tuple(in_proj.shape) != (3 * C, C):
-        return ""
-    found = [which(in_proj[i * C : (i + 1) * C]) for i in range(3)] + [
-        which(module.out_proj.weight)
-    ]
-    want = ["w_q.T", "w_k.T", "w_v.T", "w_o.T"]
-    if None in found or found == want:
-        return ""
-    return (
-        f" in_proj_weight holds {', '.join(found[:3])} (in that order) and out_proj.weight "
-        f"holds {found[3]}: they must be w_q.T, w_k.T, w_v.T (queries, keys, values) and w_o.T."
-    )
-
-
-def _factor_name(c: float, C: int, H: int) -> str:
-    """' (= 1/sqrt(D), D = C / H = 4)' when the factor c is one of the sizes' roots or powers."""
-    D = C // H
-    named = {
-        "1/sqrt(D)": 1 / math.sqrt(D),
-        "sqrt(D)": math.sqrt(D),
-        "1/D": 1 / D,
-        "D": D,
-        "1/sqrt(C)": 1 / math.sqrt(C),
-        "sqrt(C)": math.sqrt(C),
-    }
-    for name, value in named.items():
-        if value != 1 and abs(c - value) <= 1e-4 * value:
-            return f" (= {name}, D = C / H = {D})"
-    return ""
-
-
-def _scaled(module: nn.MultiheadAttention, C: int, H: int, ws: tuple) -> str:
-    """Say which block of the module's weights is the right one times a constant."""
-    w_q, w_k, w_v, w_o = ws
-    in_proj = module.in_proj_weight
-    if in_proj is None or tuple(in_proj.shape) != (3 * C, C):
-        return ""
-    blocks = [
-        ("the query block of in_proj_weight", in_proj[:C], w_q.T, "w_q.T"),
-        ("the key block of in_proj_weight", in_proj[C : 2 * C], w_k.T, "w_k.T"),
-        ("the value block of in_proj_weight", in_proj[2 * C :], w_v.T, "w_v.T"),
-        ("out_proj.weight", module.out_proj.weight, w_o.T, "w_o.T"),
-    ]
-    for what, block, want, name in blocks:
-        c = float((block * want).sum() / (want * want).sum())
-        if abs(c - 1) > 1e-4 and TRUSTED.allclose(block, c * want, atol=1e-6):
-            why = (
-                "nn.MultiheadAttention divides the scores by sqrt(D) itself; "
-                if "query" in what or "key" in what
-                else ""
-            )
-            return (
-                f" {what} is {name} times {c:.4g}{_factor_name(c, C, H)}: "
-                f"{why}copy the weights unscaled."
-            )
-    return ""
 
 
 def _aliased(run: Runner, case: Case) -> str:
@@ -234,41 +164,8 @@ def check_to_torch_mha(to_torch_mha, hidden: bool = False) -> None:
             )
         verify(run.name)  # the module ran outside the call monitor: nothing may have been patched
         if not TRUSTED.allclose(got, want, atol=1e-5):
-            hint = ""
             with torch.no_grad():
-                in_proj = module.in_proj_weight
-                if in_proj is not None and C > 1 and TRUSTED.allclose(in_proj[:C], w_q, atol=1e-6):
-                    hint = " in_proj_weight holds W_q untransposed: PyTorch stores (out, in), so copy w_q.T."
-                elif TRUSTED.allclose(module.out_proj.weight, w_o, atol=1e-6):
-                    hint = " out_proj.weight holds W_o untransposed: copy w_o.T."
-                elif in_proj is not None and TRUSTED.allclose(in_proj[:C], w_k.T, atol=1e-6):
-                    hint = (
-                        " in_proj_weight's blocks are in the wrong order: its rows are queries, "
-                        "then keys, then values (the query rows first: w_q.T, then w_k.T, then "
-                        "w_v.T)."
-                    )
-                elif (
-                    in_proj is not None
-                    and TRUSTED.allclose(in_proj[C : 2 * C], w_q.T, atol=1e-6)
-                    and not TRUSTED.allclose(w_k, w_q)
-                ):
-                    hint = (
-                        " in_proj_weight holds W_q three times: its rows are w_q.T, then w_k.T, "
-                        "then w_v.T."
-                    )
-                elif (
-                    in_proj is not None
-                    and TRUSTED.allclose(in_proj, torch.cat([w_q.T, w_k.T, w_v.T]), atol=1e-6)
-                    and not TRUSTED.allclose(module.out_proj.weight, w_o.T, atol=1e-6)
-                ):
-                    hint = (
-                        " in_proj_weight is right, but out_proj.weight does not hold W_o: copy "
-                        "w_o.T into it."
-                    )
-                if not hint:
-                    hint = _slots(module, C, case.data["w"]) or _scaled(
-                        module, C, H, case.data["w"]
-                    )
+                hint = weight_hint(module, C, H, case.data["w"])
             run.fail(
                 f"for C={C}, H={H} PyTorch's output differs from the reference.{hint}",
                 case,

@@ -7,6 +7,8 @@ sinusoidal_encoding(n_positions, d_model, base=10000.0) -> (n_positions, d_model
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import Tensor
 
@@ -98,8 +100,9 @@ def _mistakes(n: int, d: int, base: float) -> list[Mistake]:
 
 
 def _table_evidence(out: Tensor, n: int, d: int, base: float) -> str | None:
-    """Read the student's table as clock hands: odd columns that copy the even ones, and the
-    positions and frequencies pair 0 and row 1 reveal (named only if they rebuild the table)."""
+    """Read the student's table as clock hands: odd columns that copy the even ones, the
+    positions pair 0 or the slowest pair reveals, and the frequencies row 1 reveals (named only
+    if they rebuild the table)."""
     a = out.detach().double()
     if not torch.isfinite(a).all():
         return None
@@ -116,14 +119,11 @@ def _table_evidence(out: Tensor, n: int, d: int, base: float) -> str | None:
         pe[:, 0::2], pe[:, 1::2] = torch.sin(angles), torch.cos(angles)
         return pe
 
-    # positions, read from pair 0 (frequency 1)
-    t = torch.atan2(a[:, 0], a[:, 1])
-    if n > 1 and torch.allclose(table(t, theta), a, atol=1e-4):
-        shown = ", ".join(f"{v:.3g}" for v in t[:4].tolist())
-        return (
-            f"your rows encode the positions {shown}, ... instead of the integer positions "
-            f"t = 0, 1, 2, ...: use torch.arange(n_positions) (not normalised, starting at 0)"
-        )
+    # positions, read from pair 0 (frequency 1) or, unwrapped, from the slowest pair
+    for pair in (0, d // 2 - 1):
+        t = torch.atan2(a[:, 2 * pair], a[:, 2 * pair + 1]) / theta[pair]
+        if torch.allclose(table(t, theta), a, atol=1e-4):
+            return _positions_message(t)
     # frequencies, read from row 1 (position 1): angle = theta_i (mod 2 pi)
     if n > 2 and torch.allclose(a[0], table(torch.zeros(1), theta)[0], atol=1e-4):
         freq = torch.atan2(a[1, 0::2], a[1, 1::2])
@@ -136,6 +136,27 @@ def _table_evidence(out: Tensor, n: int, d: int, base: float) -> str | None:
                 f"float division with i the pair index, and the base) and that row t is position t"
             )
     return None
+
+
+def _positions_message(t: Tensor) -> str:
+    """The verdict for a table whose rows encode the positions ``t`` instead of 0, 1, 2, ..."""
+    shown = ", ".join(f"{v:.3g}" for v in t[:4].tolist())
+    steps = t.diff()
+    step = steps[0].item() if len(steps) else 1.0
+    even = bool(len(steps)) and torch.allclose(steps, torch.full_like(steps, step), atol=1e-4)
+    if even and abs(t[0].item()) < 1e-4 and abs(step - 1) > 1e-3:
+        two_pi = " (a factor 2 pi)" if abs(step - 2 * math.pi) < 1e-3 else ""
+        return (
+            f"every angle t theta_i is multiplied by {step:.3g}{two_pi}: your rows encode the "
+            f"positions {shown}, ... (spaced by {step:.3g} instead of 1), or equally frequencies "
+            f"{step:.3g} theta_i; use the consecutive integer positions t = 0, 1, 2, ... (step 1: "
+            f"torch.arange(n_positions), not linspace) and theta_i = base^(-2i/C), no other factor"
+        )
+    return (
+        f"your rows encode the positions {shown}, ... instead of the consecutive integer "
+        f"positions t = 0, 1, 2, ... (step 1): use torch.arange(n_positions) (not normalised, "
+        f"starting at 0)"
+    )
 
 
 def _confirmed_mistake(

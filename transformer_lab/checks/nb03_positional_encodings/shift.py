@@ -53,7 +53,17 @@ def _shift_mistakes(k, C, base) -> list[Mistake]:
             lambda: _shift(abs(k), C, base),
         )
     ]
-    return lost_sign * (k < 0) + [
+    no_shift = Mistake(
+        (
+            f"for k={k} your matrix is the identity (no shift at all): a negative k shifts "
+            f"backward, to earlier positions, by the angles k * theta_i < 0 (a loop over "
+            f"range(k) runs zero times when k < 0; build the angles k * theta_i directly)"
+        )
+        if k < 0
+        else f"your matrix is the identity (M_0, no shift) for k={k}: the angles are k * theta_i",
+        lambda: torch.eye(C),
+    )
+    others = [
         Mistake(
             "your matrix is the transpose of M_k (it shifts by -k): with row vectors p_t M_k, "
             "the -sin goes top-right in each 2x2 block, [[cos, -sin], [sin, cos]]",
@@ -89,9 +99,25 @@ def _shift_mistakes(k, C, base) -> list[Mistake]:
             lambda: _shift(1, C, base),
         ),
     ]
+    return lost_sign * (k < 0) + [no_shift] + others + _off_by_one(k, C, base)
 
 
-def _block_evidence(m, expected) -> str | None:
+def _off_by_one(k, C, base) -> list[Mistake]:
+    """M_(k-1) and M_(k+1): a loop of matrix products one step too short or too long."""
+    return [
+        Mistake(
+            f"your matrix shifts by {j} positions instead of k={k}, off by one (k "
+            f"{'+' if j > k else '-'} 1: one step too {'few' if abs(j) < abs(k) else 'many'}): "
+            f"the angles are exactly k * theta_i; a loop multiplying M_1 runs k times, from the "
+            f"identity",
+            lambda j=j: _shift(j, C, base),
+        )
+        for j in (k - 1, k + 1)
+        if j != 0
+    ]
+
+
+def _block_evidence(m, expected, k: int, base: float) -> str | None:
     """Name what is wrong with the 2x2 blocks of M_k from the matrix alone."""
     a, e = m.detach().double(), expected.double()
     C = a.shape[-1]
@@ -127,10 +153,10 @@ def _block_evidence(m, expected) -> str | None:
             "the two sin entries of each block have the same sign: the block is a rotation, "
             "[[cos, -sin], [sin, cos]] (one sign minus, one plus)"
         )
-    return _angle_evidence(tl, tr, bl, br, cos, sin)  # fmt: skip
+    return _angle_evidence(tl, tr, bl, br, cos, sin, k, base)
 
 
-def _angle_evidence(tl, tr, bl, br, cos, sin) -> str | None:
+def _angle_evidence(tl, tr, bl, br, cos, sin, k, base) -> str | None:
     """Blocks that are rotations by the wrong angles: pairs left unrotated, or other angles."""
     close = lambda u, v: torch.allclose(u, v, atol=1e-5)  # noqa: E731
     if not (close(tl, br) and close(tr, -bl) and close(tl**2 + bl**2, torch.ones_like(tl))):
@@ -146,6 +172,12 @@ def _angle_evidence(tl, tr, bl, br, cos, sin) -> str | None:
             f"the pairs {shown} are not rotated (identity blocks) while the others are right: "
             f"every one of the C/2 pairs gets its own rotation by k theta_i (loop over all pairs)"
         )
+    j = _shift_read(tl, bl, k, base)
+    if j is not None:
+        return (
+            f"your matrix is M_{j}, the shift by {j} positions, not by k={k}: each pair turns by "
+            f"{j} theta_i instead of k theta_i (check how k enters the angles)"
+        )
     mine = torch.atan2(bl, tl)
     want = torch.atan2(sin, cos)
     return (
@@ -154,6 +186,20 @@ def _angle_evidence(tl, tr, bl, br, cos, sin) -> str | None:
         f"{want[wrong[0]].item():.4g}, modulo 2 pi): check the frequencies theta_i = "
         f"base^(-2i/C), with i the pair index counted from 0"
     )
+
+
+def _shift_read(cos_got, sin_got, k: int, base: float) -> int | None:
+    """The whole number of positions j != k the blocks rotate by (angles j theta_i), if any."""
+    theta = _theta(2 * cos_got.shape[0], base)
+    for j in range(-3 * abs(k) - 3, 3 * abs(k) + 4):
+        angle = j * theta
+        if (
+            j != k
+            and torch.allclose(cos_got, angle.cos(), atol=1e-5)
+            and torch.allclose(sin_got, angle.sin(), atol=1e-5)
+        ):
+            return j
+    return None
 
 
 def check_shift_matrix(shift_matrix, hidden: bool = False) -> None:
@@ -193,7 +239,7 @@ def check_shift_matrix(shift_matrix, hidden: bool = False) -> None:
         if known is not None:
             run.fail(known, case)
         try:
-            found = _block_evidence(m, expected)
+            found = _block_evidence(m, expected, k, base)
         except Exception:  # evidence that cannot be computed here is no evidence
             found = None
         if found is not None:

@@ -13,6 +13,8 @@ from torch import Tensor
 from transformer_lab import attention as _ref
 from transformer_lab.checks.engine.attention_evidence import tensor_error_hint
 from transformer_lab.checks.engine.core import Case, Runner, describe_args, generator
+from transformer_lab.checks.engine.expect import _clone
+from transformer_lab.checks.engine.guards import TRUSTED
 from transformer_lab.checks.nb01_self_attention.projections import _check, _forbidden
 from transformer_lab.checks.registry import Cell, Exercise, register
 
@@ -60,6 +62,17 @@ def _cross_cases(hidden: bool) -> list[Case]:
             r(3, 2).double(),
             pad([4, 1], 4),
         ),
+        # masks that only broadcast to (B, T, S): no batch dimension, or one of size 1
+        ("a (1, 1, S) mask", r(2, 3, 4), r(2, 5, 4), r(4, 4), r(4, 4), r(4, 2), pad([3], 5)),
+        (
+            "a (T, S) mask, no batch dimension",
+            r(2, 4, 6),
+            r(2, 5, 6),
+            r(6, 4),
+            r(6, 4),
+            r(6, 3),
+            _banded(4, 5),
+        ),
     ]
     if hidden:
         specs += [
@@ -72,6 +85,15 @@ def _cross_cases(hidden: bool) -> list[Case]:
                 r(3, 2).double(),
                 r(3, 2).double(),
                 pad([3, 0], 3),
+            ),
+            (
+                "a (T, S) mask, T < B",
+                r(3, 2, 4),
+                r(3, 4, 4),
+                r(4, 2),
+                r(4, 2),
+                r(4, 2),
+                _banded(2, 4),
             ),
         ]
     cases = []
@@ -90,6 +112,62 @@ def _cross_cases(hidden: bool) -> list[Case]:
             case.data["variations"] = [("mask", {"mask": None})]
         cases.append(case)
     return cases
+
+
+def _banded(T: int, S: int) -> Tensor:
+    """(T, S): query t may attend to keys 0 .. t + 1 (every row different, none empty)."""
+    return torch.arange(S)[None, :] <= torch.arange(T)[:, None] + 1
+
+
+def _answers(value, expected: tuple) -> bool:
+    """``value`` is the expected (out, weights)."""
+    if not isinstance(value, tuple) or len(value) != 2:
+        return False
+    return all(
+        TRUSTED.is_tensor(v)
+        and v.shape == e.shape
+        and TRUSTED.allclose(v.to(e.dtype), e, atol=1e-5, rtol=1e-4)
+        for v, e in zip(value, expected)
+    )
+
+
+def _broadcast_mask_hint(run: Runner, case: Case) -> str:
+    """Wrong with a mask that only broadcasts to (B, T, S), but right with the same mask given a
+    batch dimension, or raising with it and running without it: the mask is indexed per batch
+    element (mask[b]) or assumed to be (B, 1, S)."""
+    mask, (B, T), S = case.data["mask"], case.data["xq"].shape[:2], case.data["xkv"].shape[1]
+    if mask is None or (mask.dim() == 3 and mask.shape[0] == B):  # a batch dimension of its own
+        return ""
+    value_with_mask, error, calls = run.attempt(_clone(case.args), {"mask": mask.clone()})
+    if calls or (error is None and _answers(value_with_mask, case.data["expected"])):
+        return ""
+    advice = (
+        "use the mask as it is (the scores broadcast it), without indexing it per batch element "
+        "(mask[b]) or assuming the shape of the mask"
+    )
+    shape = tuple(mask.shape)
+    forms = [(B, T, S)] + ([(B, 1, S)] if mask.dim() < 2 or mask.shape[-2] == 1 else [])
+    for form in forms:
+        value, err, calls = run.attempt(_clone(case.args), {"mask": mask.expand(form).clone()})
+        if not calls and err is None and _answers(value, case.data["expected"]):
+            return (
+                f"your function is right with a {form} mask but not with this {shape} mask, "
+                f"which broadcasts to (B, T, S): {advice}"
+            )
+    q, k, v = (case.data[x] @ case.data[w] for x, w in (("xq", "wq"), ("xkv", "wk"), ("xkv", "wv")))
+    if error is None and _answers(value_with_mask, _ref.scaled_dot_product_attention(q, k, v)):
+        return (
+            f"your function ignores this {shape} mask, which broadcasts to (B, T, S), though it "
+            f"applies the (B, 1, S) masks: {advice}"
+        )
+    if error is not None:
+        _, err, calls = run.attempt(_clone(case.args), {})
+        if not calls and err is None:
+            return (
+                f"your function raised {type(error).__name__} with this {shape} mask, which "
+                f"broadcasts to (B, T, S), and runs without it: {advice}"
+            )
+    return ""
 
 
 def _widths_are_inputs(exc: BaseException, case: Case) -> bool:
@@ -142,6 +220,9 @@ def check_cross_attention(cross_attention, hidden: bool = False) -> None:
     )
     for case in _cross_cases(hidden):
         xq, xkv, wq, wk, wv, mask = (case.data[n] for n in ("xq", "xkv", "wq", "wk", "wv", "mask"))
+        hint = _broadcast_mask_hint(run, case)
+        if hint:
+            run.fail(hint, case)
         _check(run, case, xq, xkv, wq, wk, wv, mask, "x_kv")
     run.passed()
 

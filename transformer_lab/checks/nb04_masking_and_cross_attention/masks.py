@@ -125,6 +125,23 @@ def _padding_cases(hidden: bool) -> list[Case]:
     return cases
 
 
+def _edge_rows_hint(wrong_lengths: torch.Tensor, S: int) -> str:
+    """Only the sequences with no padding (length S) or no token (length 0) are wrong."""
+    if bool((wrong_lengths == S).all()):
+        return (
+            f"only the sequences with no padding (length == S = {S}) are wrong: every token of "
+            f"such a sequence is real, so its entire row must be True (mind the edge case S - "
+            f"length == 0: a slice [-(S - length):] is then [-0:] = [0:], the whole row)"
+        )
+    if bool((wrong_lengths == 0).all()):
+        return (
+            "only the empty sequences (length 0) are wrong: every position of such a sequence is "
+            "padding, so its entire row must be False (mind the edge case length == 0: an index "
+            "such as -length or length - 1 then wraps around)"
+        )
+    return ""
+
+
 def check_padding_mask(padding_mask, hidden: bool = False) -> None:
     """Check ``padding_mask(lengths, S)``: (B, 1, 1, S) boolean, True at positions < length."""
     __tracebackhide__ = True  # IPython hides this frame: students see their cell and the message
@@ -146,6 +163,7 @@ def check_padding_mask(padding_mask, hidden: bool = False) -> None:
             else _signature_hint(e, "padding_mask(lengths, S)")
         ),
     )
+    partial_rows_right = False  # a row with 0 < length < S was right: the polarity holds
     for case in _padding_cases(hidden):
         lengths, S, expected = case.data["lengths"], case.data["S"], case.data["expected"]
         B = len(lengths)
@@ -189,6 +207,13 @@ def check_padding_mask(padding_mask, hidden: bool = False) -> None:
                 "length) must be False",
                 case,
             )
+        row_right = (out == expected).flatten(1).all(dim=1)
+        partial = (lengths > 0) & (lengths < S)
+        partial_rows_right = partial_rows_right or bool((row_right & partial).any())
+        if not torch.equal(out, expected) and partial_rows_right:
+            edge = _edge_rows_hint(lengths[~row_right], S)
+            if edge:
+                run.fail(edge, case)
         if not torch.equal(out, expected):
             pos = torch.arange(S)[None, :]
             ln = lengths[:, None]

@@ -19,6 +19,7 @@ from transformer_lab import blocks as _ref
 from transformer_lab.checks.engine.core import Case, Mistake, Runner, describe_args, generator
 from transformer_lab.checks.engine.fallback import verdict
 from transformer_lab.checks.engine.forbid import Forbidden
+from transformer_lab.checks.engine.precision import float32_inside
 from transformer_lab.checks.nb05_transformer_block.blocks_evidence import (
     affine_probe,
     ln_error_hint,
@@ -176,6 +177,10 @@ def check_layer_norm(layer_norm, hidden: bool = False) -> None:
             ("one token", r(1, 1, 5), r(5), r(5), 1e-3),
             ("an offset of 10", r(3, 4, 12) + 10.0, r(12), r(12), None),
         ]
+    # float64 in, float64 out: the statistics keep the input's precision (no .float())
+    specs.append(
+        ("float64 tokens", r(2, 3, 8).double() * 3 - 1, r(8).double(), r(8).double(), None)
+    )
     for name, x, w, b, eps in specs:
         kwargs = {} if eps is None else {"eps": eps}
         e = 1e-5 if eps is None else eps
@@ -188,6 +193,8 @@ def check_layer_norm(layer_norm, hidden: bool = False) -> None:
             expected.dtype,
             shape_hint=lambda got: "return the normalised tensor, same shape as x",
         )
+        if run.close(out, expected, ATOL, RTOL) and float32_inside(out, expected):
+            run.fail(float32_inside(out, expected), case)
         if not run.close(out, expected, ATOL, RTOL):
             message = run.diagnose(out, _ln_mistakes(x, w, b, e), ATOL, RTOL)
             message = message or ln_evidence(out, x, w, b, e) or affine_probe(run, case, x, e)

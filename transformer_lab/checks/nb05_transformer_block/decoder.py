@@ -21,6 +21,10 @@ from torch import Tensor
 from transformer_lab.checks.engine.core import Case, Mistake, Runner, describe_args, generator
 from transformer_lab.checks.engine.fallback import verdict
 from transformer_lab.checks.nb05_transformer_block.block_trace import wiring_message
+from transformer_lab.checks.nb05_transformer_block.placement import (
+    other_placement,
+    placement_message,
+)
 from transformer_lab.checks.nb05_transformer_block.residual import (
     ATOL,
     RTOL,
@@ -198,14 +202,7 @@ _DECODER_MISTAKES: list[tuple[str, dict[str, Any], bool]] = [
 def _decoder_mistakes(x, memory, L, pre, memory_mask) -> list[Mistake]:
     T = x.shape[1]
     causal_variants = {"reversed": ~_causal(T), "no diagonal": _causal(T).tril(-1)}
-    other = "post-norm" if pre else "pre-norm"
-    asked = "pre-norm (norm_first=True)" if pre else "post-norm (norm_first=False)"
-    out = [
-        Mistake(
-            f"your block computes {other}, but the case asks for {asked}",
-            lambda: _decoder(x, memory, L, not pre, memory_mask),
-        )
-    ]
+    out = [Mistake(other_placement(pre), lambda: _decoder(x, memory, L, not pre, memory_mask))]
     for message, options, needs_mask in _DECODER_MISTAKES:
         if needs_mask and memory_mask is None:
             continue
@@ -265,6 +262,9 @@ def check_decoder_block(decoder_block, hidden: bool = False) -> None:
             with torch.no_grad():
                 mistakes = _decoder_mistakes(x, memory, L, pre, mask)
                 message = run.diagnose(out, mistakes, ATOL, RTOL)
+            if message == other_placement(pre):
+                block = lambda p: _decoder(x, memory, L, p, mask)  # noqa: E731
+                message = placement_message(run, case, pre, block, ATOL, RTOL)
             message = message or wiring_message(
                 run,
                 case,

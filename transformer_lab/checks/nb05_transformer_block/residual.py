@@ -28,6 +28,10 @@ from transformer_lab.checks.engine.fallback import verdict
 from transformer_lab.checks.engine.forbid import Forbidden
 from transformer_lab.checks.engine.messages import signature_hint as _signature_hint
 from transformer_lab.checks.nb05_transformer_block.block_trace import wiring_message
+from transformer_lab.checks.nb05_transformer_block.placement import (
+    other_placement,
+    placement_message,
+)
 from transformer_lab.checks.nb05_transformer_block.sublayers import (
     Sublayers,
     _torch_layer,
@@ -183,14 +187,7 @@ _ENCODER_MISTAKES: list[tuple[str, dict[str, Any], str]] = [
 
 def _encoder_mistakes(x: Tensor, L: Sublayers, pre: bool, mask: Tensor | None) -> list[Mistake]:
     want = "pre" if pre else "post"
-    other = (
-        "post-norm (norm after each residual sum), but norm_first=True asks for pre-norm: "
-        "x = x + sublayer(norm(x))"
-        if pre
-        else "pre-norm (norm before each sublayer), but norm_first=False asks for post-norm: "
-        "x = norm(x + sublayer(x))"
-    )
-    out = [Mistake(f"your block computes {other}", lambda: _encoder(x, L, not pre, mask))]
+    out = [Mistake(other_placement(pre), lambda: _encoder(x, L, not pre, mask))]
     for message, options, where in _ENCODER_MISTAKES:
         if where in (want, "both"):
             out.append(Mistake(message, lambda o=options: _encoder(x, L, pre, mask, **o)))
@@ -255,6 +252,9 @@ def check_encoder_block(encoder_block, hidden: bool = False) -> None:
         if not run.close(out, expected, ATOL, RTOL):
             with torch.no_grad():
                 message = run.diagnose(out, _encoder_mistakes(x, L, pre, mask), ATOL, RTOL)
+            if message == other_placement(pre):
+                block = lambda p: _encoder(x, L, p, mask)  # noqa: E731
+                message = placement_message(run, case, pre, block, ATOL, RTOL)
             message = message or wiring_message(
                 run, case, 1, lambda T: _encoder(x, T, pre, mask), [(x, "x")], {"mask": mask}
             )

@@ -79,6 +79,24 @@ def _loss_cases(hidden: bool) -> list[Case]:
     return cases
 
 
+def _paired_out_of_order(head, h, labels) -> str | None:
+    """The head ran on exactly the labelled vectors but in another order than hidden[chosen]
+    (time-major, sorted, ...): with the loss wrong, the labels were paired in the other order."""
+    chosen = labels != _ref.IGNORE_INDEX
+    seen = torch.cat(head.seen) if head.seen else h.new_zeros(0, h.shape[-1])
+    rows = h[chosen]
+    if seen.shape != rows.shape or torch.equal(seen, rows):
+        return None
+    distance = torch.cdist(seen.double(), rows.double())
+    if not (distance.min(0).values < 1e-5).all() or not (distance.min(1).values < 1e-5).all():
+        return None
+    return (
+        "the labels are paired with the wrong positions: the head saw the labelled vectors in "
+        "another order than the labels (a transpose, time-major order?); select both with the "
+        "same mask in the same order, hidden[chosen] and labels[chosen]"
+    )
+
+
 def _loss_mistakes(hidden, labels, head) -> list[Mistake]:
     chosen = labels != _ref.IGNORE_INDEX
     logits = head(hidden)  # (B, T, V)
@@ -179,9 +197,10 @@ def check_masked_lm_loss(masked_lm_loss, hidden: bool = False) -> None:
 
         loss = run.expect_tensor(value, case, (), torch.float32, what="loss", shape_hint=hint)
         if not run.close(loss, want, atol=1e-5, rtol=1e-5):
-            rows = which_rows(head, h, labels, M)
+            rows = which_rows(head, h, labels, M) or _paired_out_of_order(head, h, labels)
             message = run.diagnose(loss, _loss_mistakes(h, labels, head), 1e-5, 1e-5)
-            message = message or rows or loss_transform(run, h, labels, head, loss)
+            message = message or rows
+            message = message or loss_transform(run, h, labels, head, loss)
             message = message or loss_evidence(run, h, labels, head, loss)
             message = message or logit_scale(run, h, labels, head, loss)
             message, named = verdict(message, loss, want, "loss", {"V": V, "M": M})

@@ -27,6 +27,22 @@ def _same_storage(a, b) -> bool:
         return False
 
 
+def _linear_changed(linear: nn.Linear, before: tuple) -> str:
+    """What the student's function did to ``linear``, which must be left unchanged."""
+    weight = linear.weight
+    if tuple(weight.shape) != tuple(before[0].shape):
+        return (
+            f"your function changed the Linear layer in place: its weight is now "
+            f"{tuple(weight.shape)}, not {tuple(before[0].shape)} (an assignment to "
+            f"linear.weight or .data); leave linear unchanged and copy a view of its weight "
+            f"into the Conv2d: conv.weight.copy_(linear.weight.view(...))."
+        )
+    return (
+        "your function changed the Linear layer's weights (modified in place); leave linear "
+        "unchanged and copy its weights into the Conv2d instead."
+    )
+
+
 def _conv_cases(hidden: bool) -> list[Case]:
     g = generator(9802 if hidden else 802)
     specs = [(2, 3, 6), (4, 1, 8), (3, 2, 5)] + ([(5, 3, 7), (2, 4, 12)] if hidden else [])
@@ -70,10 +86,7 @@ def check_linear_to_conv(linear_to_conv, hidden: bool = False) -> None:
                 f"expected an nn.Conv2d, but your function returned a {type(conv).__name__}.", case
             )
         if not (TRUSTED.equal(linear.weight, before[0]) and TRUSTED.equal(linear.bias, before[1])):
-            run.fail(
-                "your function changed the Linear layer's weights; copy them into the Conv2d instead.",
-                case,
-            )
+            run.fail(_linear_changed(linear, before), case)
         kernel, stride = tuple(conv.kernel_size), tuple(conv.stride)
         if (conv.in_channels, conv.out_channels) != (ch, C):
             run.fail(

@@ -14,6 +14,7 @@ from torch import Tensor
 from transformer_lab import gqa as _gqa
 from transformer_lab.checks.engine.core import Case, Mistake, Runner, describe_args, generator
 from transformer_lab.checks.engine.forbid import Forbidden
+from transformer_lab.checks.engine.precision import float32_inside
 from transformer_lab.checks.nb08_vision_transformer.exercise_hints import _expect_value_error, _hint
 from transformer_lab.checks.nb09_attention_at_scale.tiled import _TORCH_ATTENTION
 from transformer_lab.checks.registry import Cell, Exercise, register
@@ -133,12 +134,17 @@ def check_grouped_query_attention(grouped_query_attention, hidden: bool = False)
     specs = [(2, 4, 2, 5, 7, 3), (1, 6, 3, 4, 4, 8), (2, 4, 1, 3, 6, 4), (1, 2, 2, 5, 5, 4)]
     if hidden:
         specs += [(3, 8, 2, 6, 9, 5), (1, 12, 4, 2, 3, 6)]
-    for B, H, H_kv, T, S, D in specs:
-        q = torch.randn(B, H, T, D, generator=g)
+    specs = [(*spec, torch.float32) for spec in specs] + [(2, 4, 2, 3, 5, 4, torch.float64)]
+    for B, H, H_kv, T, S, D, dtype in specs:
+        q = torch.randn(B, H, T, D, generator=g).to(dtype)
         k, v = torch.randn(B, H_kv, S, D, generator=g), torch.randn(B, H_kv, S, D, generator=g)
-        case = Case(f"H={H}, H_kv={H_kv}", (q, k, v), {}, describe_args(q=q, k=k, v=v))
+        k, v = k.to(dtype), v.to(dtype)
+        name = f"H={H}, H_kv={H_kv}" + (", float64" if dtype == torch.float64 else "")
+        case = Case(name, (q, k, v), {}, describe_args(q=q, k=k, v=v))
         expected = _attend(q, k.repeat_interleave(H // H_kv, 1), v.repeat_interleave(H // H_kv, 1))
         out = run.expect_tensor(run.call(case), case, expected.shape, expected.dtype, "output")
+        if run.close(out, expected, 1e-5, 1e-5) and float32_inside(out, expected):
+            run.fail(float32_inside(out, expected), case)
         if not run.close(out, expected, 1e-5, 1e-5):
             message = run.diagnose(out, _gqa_mistakes(q, k, v), 1e-5, 1e-5)
             message = message or _scale_fit(run, out, q, k, v) or _head_map(run, out, q, k, v)
