@@ -345,3 +345,19 @@ def test_dicts_with_tuple_keys_and_counters_come_back_as_dicts(kernel):
     )
     verdict = _judge(kernel, "check_count_pairs", "count_pairs")
     assert verdict.passed, verdict.failure
+
+
+def test_a_remote_function_has_the_exercises_declared_signature():
+    """Under grading a check's message names the parameter as the instant check does ("changed
+    its input `q` in place", not `args`): the proxy's signature is the declared one, never the
+    kernel's word."""
+    import inspect
+
+    from transformer_lab.grading.decide.remote import RemoteFunction
+
+    proxy = RemoteFunction(
+        None, {"name": "scaled_dot_product_attention"}, "scaled_dot_product_attention"
+    )
+    assert list(inspect.signature(proxy).parameters) == ["q", "k", "v", "mask"]
+    other = RemoteFunction(None, {"name": "helper"}, "helper")  # not an exercise: as before
+    assert list(inspect.signature(other).parameters) == ["args", "kwargs"]

@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import ast
 import base64
+import functools
 import importlib
+import inspect
 import json
 import pickle
 import time
@@ -150,13 +152,35 @@ def _local_class(type_name: str) -> type | None:
     return obj if isinstance(obj, type) else None
 
 
+@functools.cache
+def _declared_parameters() -> dict[str, list[str]]:
+    """Each exercise's parameter names as the notebook declares them (``exercises.json``'s
+    ``signature``, e.g. ``scaled_dot_product_attention(q, k, v, mask=None) -> ...``)."""
+    from transformer_lab.checks.registry import load_plain
+
+    found = {}
+    for exercise in load_plain().get("exercises", []):
+        head = str(exercise.get("signature", ""))
+        name, _, rest = head.partition("(")
+        inside = rest.split(")", 1)[0]
+        params = [p.split("=", 1)[0].strip().lstrip("*") for p in inside.split(",")]
+        found[name.strip()] = [p for p in params if p.isidentifier()]
+    return found
+
+
 class RemoteFunction:
-    """The student's function (or class) in the kernel, called like a local one."""
+    """The student's function (or class) in the kernel, called like a local one. Its signature
+    is the exercise's declared one (never the kernel's word), so that a check's message names
+    the parameter ("changed its input `q` in place"), as the instant check does."""
 
     def __init__(self, kernel: RemoteKernel, target: dict, label: str) -> None:
         self._kernel, self._target, self._label = kernel, target, label
         self.__name__ = label.split(".")[-1]
         self.__qualname__ = self.__name__
+        names = _declared_parameters().get(self.__name__)
+        if names:
+            kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
+            self.__signature__ = inspect.Signature([inspect.Parameter(n, kind) for n in names])
 
     def __repr__(self) -> str:
         return f"<the student's {self._label}>"
