@@ -70,7 +70,7 @@ lab: $(STAMP)  ## open the student notebooks in JupyterLab
 
 # The header of the run lists the real components (bubblewrap, PostgreSQL, Chromium) found and
 # missing; the tests that need a missing one are skipped, saying how to install it.
-test: $(DEV_STAMP) bytecode  ## run the whole test suite (17-21 min on 2 cores)
+test: $(DEV_STAMP) bytecode  ## run the whole test suite (about 18 min on 2 cores)
 	$(PYTEST)
 
 test-quick: $(DEV_STAMP) bytecode  ## everything but the slow tests (grading, notebooks, training, browser)
